@@ -1,0 +1,62 @@
+# Finds every dependency with find_package or pkg-config. llhttp is used from an
+# installed package when one is found (llhttp CMake config or pkg-config), else
+# built from the C sources Debian's node-llhttp ships (or LLHTTP_SOURCE_DIR).
+find_package(PkgConfig QUIET)
+find_package(Threads REQUIRED)
+
+# --- llhttp -----------------------------------------------------------------
+set(LLHTTP_SOURCE_DIR "" CACHE PATH "Directory with llhttp.c, api.c, http.c (default: Debian node-llhttp)")
+set(LLHTTP_INCLUDE_DIR "" CACHE PATH "Directory with llhttp.h (default: Debian node-llhttp)")
+find_package(llhttp CONFIG QUIET)
+if(TARGET llhttp::llhttp_static)
+  add_library(sm_llhttp INTERFACE)
+  target_link_libraries(sm_llhttp INTERFACE llhttp::llhttp_static)
+  message(STATUS "llhttp: installed package ${llhttp_VERSION}")
+elseif(TARGET llhttp::llhttp_shared)
+  add_library(sm_llhttp INTERFACE)
+  target_link_libraries(sm_llhttp INTERFACE llhttp::llhttp_shared)
+  message(STATUS "llhttp: installed package ${llhttp_VERSION}")
+else()
+  if(PKG_CONFIG_FOUND)
+    pkg_check_modules(LLHTTP_PC QUIET IMPORTED_TARGET libllhttp)
+  endif()
+  if(LLHTTP_PC_FOUND)
+    add_library(sm_llhttp INTERFACE)
+    target_link_libraries(sm_llhttp INTERFACE PkgConfig::LLHTTP_PC)
+    message(STATUS "llhttp: pkg-config libllhttp ${LLHTTP_PC_VERSION}")
+  else()
+    if(NOT LLHTTP_SOURCE_DIR)
+      find_path(_sm_llhttp_src NAMES llhttp.c PATHS /usr/share/llhttp /usr/local/share/llhttp NO_DEFAULT_PATH)
+      if(_sm_llhttp_src)
+        set(LLHTTP_SOURCE_DIR "${_sm_llhttp_src}")
+      endif()
+    endif()
+    if(NOT LLHTTP_INCLUDE_DIR)
+      find_path(_sm_llhttp_inc NAMES llhttp.h
+                PATHS /usr/share/include/llhttp /usr/local/share/include/llhttp /usr/include/llhttp)
+      if(_sm_llhttp_inc)
+        set(LLHTTP_INCLUDE_DIR "${_sm_llhttp_inc}")
+      endif()
+    endif()
+    if(NOT LLHTTP_SOURCE_DIR OR NOT EXISTS "${LLHTTP_SOURCE_DIR}/llhttp.c"
+       OR NOT LLHTTP_INCLUDE_DIR OR NOT EXISTS "${LLHTTP_INCLUDE_DIR}/llhttp.h")
+      message(FATAL_ERROR "llhttp not found: install Debian's node-llhttp (scripts/deps.sh does), "
+                          "or set LLHTTP_SOURCE_DIR and LLHTTP_INCLUDE_DIR")
+    endif()
+    add_library(sm_llhttp STATIC
+      ${LLHTTP_SOURCE_DIR}/llhttp.c ${LLHTTP_SOURCE_DIR}/api.c ${LLHTTP_SOURCE_DIR}/http.c)
+    target_include_directories(sm_llhttp SYSTEM PUBLIC ${LLHTTP_INCLUDE_DIR})
+    set_target_properties(sm_llhttp PROPERTIES C_STANDARD 99 POSITION_INDEPENDENT_CODE ON)
+    target_compile_options(sm_llhttp PRIVATE -w)
+    message(STATUS "llhttp: built from ${LLHTTP_SOURCE_DIR}")
+  endif()
+endif()
+
+# --- header/compiled libraries from Debian -----------------------------------
+find_package(nlohmann_json 3.9 REQUIRED)
+find_package(fmt 8 REQUIRED)
+find_package(CLI11 2 REQUIRED)
+find_package(simdjson REQUIRED)
+if(SM_BUILD_TESTS)
+  find_package(Catch2 2 REQUIRED)
+endif()

@@ -1,0 +1,16 @@
+# SM_SANITIZE=address,undefined or SM_SANITIZE=thread applies to every target,
+# third-party sources included, so reports cover the whole process.
+if(SM_SANITIZE)
+  string(REPLACE "," ";" _sm_sanitizers "${SM_SANITIZE}")
+  foreach(_s IN LISTS _sm_sanitizers)
+    if(NOT _s MATCHES "^(address|undefined|thread|leak)$")
+      message(FATAL_ERROR "SM_SANITIZE: unknown sanitizer '${_s}' (use address,undefined or thread)")
+    endif()
+  endforeach()
+  if("thread" IN_LIST _sm_sanitizers AND "address" IN_LIST _sm_sanitizers)
+    message(FATAL_ERROR "SM_SANITIZE: thread and address cannot be combined")
+  endif()
+  add_compile_options(-fsanitize=${SM_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  add_link_options(-fsanitize=${SM_SANITIZE})
+  message(STATUS "servermodels: sanitizers ${SM_SANITIZE}")
+endif()

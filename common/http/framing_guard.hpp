@@ -1,0 +1,73 @@
+// Line-discipline checks that llhttp 8.1.0 lacks, run over every byte of a
+// request head and of chunked-body framing (everything that is not body data).
+//
+//  - CR must be followed by LF (CVE-2023-30589: 8.1.0 takes "5\rX" in chunk
+//    framing as a line end and swallows the X).
+//  - LF must follow CR: a bare LF line end is rejected (8.1.0 accepts it after
+//    the request line and as the final empty line).
+//  - No whitespace at the start of a header or trailer line: 8.1.0 folds such a
+//    line into the previous value (obs-fold), so " Content-Length: 5" is not a
+//    Content-Length to llhttp but may be one to a proxy (CVE-2024-27982).
+//  - No whitespace between a field name and its colon (8.1.0 accepts
+//    "Host : x" as a field named "Host "), no empty field name.
+//  - A request line of exactly "method SP target SP version", no control bytes
+//    (8.1.0 accepts "GET  /", a tab in the target, and HTTP/0.9's "GET /").
+//
+// The guard sees bytes after llhttp has parsed them but before the session acts
+// on the message: the session pauses llhttp at the end of the head and of a
+// body, so a response is only written for a request the guard accepted.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace sm::http {
+
+class FramingGuard {
+public:
+    // Start of a request head (also accepts empty lines before the request line).
+    void start_head() noexcept {
+        state_ = State::request_start;
+        bytes_ = 0;
+        spaces_ = 0;
+    }
+    // Start of a chunked body's framing: chunk-size lines, the CRLF after each
+    // chunk's data, the last chunk and trailer lines.
+    void start_chunked() noexcept {
+        state_ = State::framing_line_start;
+        bytes_ = 0;
+    }
+
+    // Scans [p, end). Returns nullptr when the bytes are acceptable so far,
+    // otherwise a short description of the violation.
+    const char* scan(const char* p, const char* end) noexcept;
+
+    // The empty line ending the head has been scanned.
+    [[nodiscard]] bool head_complete() const noexcept { return state_ == State::head_done; }
+    // Bytes scanned since the last start_*().
+    [[nodiscard]] std::size_t bytes() const noexcept { return bytes_; }
+
+private:
+    enum class State : std::uint8_t {
+        request_start,     // before the request line; empty lines allowed
+        request_start_lf,  // CR of an empty line before the request line
+        request_line,
+        line_lf,           // CR seen at the end of a line; LF must follow
+        line_start,        // start of a header line (or of the empty line)
+        name,
+        value,
+        end_lf,            // CR of the empty line ending the head
+        head_done,
+        framing_line_start,
+        framing_line,
+        framing_lf,
+        failed,
+    };
+
+    State state_ = State::request_start;
+    std::uint8_t spaces_ = 0;  // spaces in the request line so far
+    bool prev_space_ = false;
+    std::size_t bytes_ = 0;
+};
+
+}  // namespace sm::http

@@ -1,0 +1,46 @@
+#include "http/json.hpp"
+
+#include <cassert>
+#include <cstring>
+
+namespace sm::http {
+
+char* write_json_string(char* out, std::string_view s) noexcept {
+    static constexpr char kHex[] = "0123456789abcdef";
+    *out++ = '"';
+    for (const char ch : s) {
+        const auto c = static_cast<unsigned char>(ch);
+        switch (c) {
+            case '"': *out++ = '\\'; *out++ = '"'; break;
+            case '\\': *out++ = '\\'; *out++ = '\\'; break;
+            case '\b': *out++ = '\\'; *out++ = 'b'; break;
+            case '\f': *out++ = '\\'; *out++ = 'f'; break;
+            case '\n': *out++ = '\\'; *out++ = 'n'; break;
+            case '\r': *out++ = '\\'; *out++ = 'r'; break;
+            case '\t': *out++ = '\\'; *out++ = 't'; break;
+            default:
+                if (c < 0x20) {
+                    std::memcpy(out, "\\u00", 4);
+                    out[4] = kHex[c >> 4];
+                    out[5] = kHex[c & 0xf];
+                    out += 6;
+                } else {
+                    *out++ = ch;
+                }
+        }
+    }
+    *out++ = '"';
+    return out;
+}
+
+std::size_t serialize(const Message& m, std::span<char> out) noexcept {
+    assert(out.size() >= json_max_size(m));
+    static constexpr std::string_view kOpen = R"({"message":)";
+    char* p = out.data();
+    std::memcpy(p, kOpen.data(), kOpen.size());
+    p = write_json_string(p + kOpen.size(), m.message);
+    *p++ = '}';
+    return static_cast<std::size_t>(p - out.data());
+}
+
+}  // namespace sm::http

@@ -1,0 +1,184 @@
+#include "http/response.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+
+#include "http/json.hpp"
+
+namespace sm::http {
+namespace {
+
+constexpr std::string_view kTextPlain = "text/plain";
+// What ASP.NET's minimal-API "Hello World!" sample answers with.
+constexpr std::string_view kTextPlainUtf8 = "text/plain; charset=utf-8";
+constexpr std::string_view kApplicationJson = "application/json";
+constexpr std::string_view kRootBody = "Hello World!";
+
+constexpr std::string_view status_line(Status s) noexcept {
+    switch (s) {
+        case Status::ok: return "HTTP/1.1 200 OK\r\n";
+        case Status::bad_request: return "HTTP/1.1 400 Bad Request\r\n";
+        case Status::not_found: return "HTTP/1.1 404 Not Found\r\n";
+        case Status::method_not_allowed: return "HTTP/1.1 405 Method Not Allowed\r\n";
+        case Status::request_timeout: return "HTTP/1.1 408 Request Timeout\r\n";
+        case Status::payload_too_large: return "HTTP/1.1 413 Content Too Large\r\n";
+        case Status::uri_too_long: return "HTTP/1.1 414 URI Too Long\r\n";
+        case Status::header_fields_too_large:
+            return "HTTP/1.1 431 Request Header Fields Too Large\r\n";
+    }
+    return "HTTP/1.1 500 Internal Server Error\r\n";
+}
+
+constexpr std::string_view persistence_line(Persistence p) noexcept {
+    switch (p) {
+        case Persistence::keep_alive: return "";
+        case Persistence::keep_alive_explicit: return "Connection: keep-alive\r\n";
+        case Persistence::close: return "Connection: close\r\n";
+    }
+    return "";
+}
+
+constexpr std::size_t index_of(Endpoint e) noexcept { return static_cast<std::size_t>(e); }
+
+char* put(char* p, std::string_view s) noexcept {
+    std::memcpy(p, s.data(), s.size());
+    return p + s.size();
+}
+
+}  // namespace
+
+std::string_view reason_phrase(Status s) noexcept {
+    std::string_view line = status_line(s);
+    line.remove_prefix(sizeof("HTTP/1.1 200 ") - 1);
+    line.remove_suffix(2);
+    return line;
+}
+
+std::string_view to_string(ResponseMode m) noexcept {
+    return m == ResponseMode::cached ? "cached" : "composed";
+}
+
+std::optional<ResponseMode> parse_response_mode(std::string_view s) noexcept {
+    if (s == "composed") return ResponseMode::composed;
+    if (s == "cached") return ResponseMode::cached;
+    return std::nullopt;
+}
+
+ResponseCache::ResponseCache(ResponseMode mode, std::time_t now) : mode_(mode) {
+    if (mode_ == ResponseMode::cached) {
+        for (auto& per_endpoint : cached_)
+            for (auto& response : per_endpoint) response.reserve(256);
+    }
+    refresh(now);
+}
+
+bool ResponseCache::refresh(std::time_t now) {
+    if (now == second_) return false;
+    second_ = now;
+    std::tm tm{};
+    gmtime_r(&now, &tm);
+    // IMF-fixdate (RFC 9110 5.6.7). strftime's %a and %b are English in the
+    // "C" locale, which the servers never change.
+    date_len_ = std::strftime(date_.data(), date_.size(), "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
+    if (mode_ == ResponseMode::cached) render_cached();
+    return true;
+}
+
+void ResponseCache::compose(ByteBuffer& out, Status status, std::string_view content_type,
+                            std::string_view body, bool head, Persistence p) const {
+    static constexpr std::string_view kServer = "Server: servermodels\r\n";
+    static constexpr std::string_view kType = "Content-Type: ";
+    static constexpr std::string_view kLength = "\r\nContent-Length: ";
+    static constexpr std::string_view kAllow = "Allow: GET, HEAD\r\n";
+    static_assert(kServer.substr(8, kServerName.size()) == kServerName);
+
+    const std::string_view first = status_line(status);
+    const std::string_view connection = persistence_line(p);
+    const std::string_view allow = status == Status::method_not_allowed ? kAllow : "";
+    const std::size_t worst = first.size() + kServer.size() + date_len_ + kType.size() +
+                              content_type.size() + kLength.size() + 20 + 2 + connection.size() +
+                              allow.size() + 2 + body.size();
+
+    char* const start = out.prepare(worst);
+    char* w = put(start, first);
+    w = put(w, kServer);
+    w = put(w, date_line());
+    w = put(w, kType);
+    w = put(w, content_type);
+    w = put(w, kLength);
+    w = std::to_chars(w, w + 20, body.size()).ptr;
+    w = put(w, "\r\n");
+    w = put(w, connection);
+    w = put(w, allow);
+    w = put(w, "\r\n");
+    if (!head) w = put(w, body);
+    out.commit(static_cast<std::size_t>(w - start));
+}
+
+void ResponseCache::render_cached() {
+    // Rendered through compose() itself, so both modes are byte-identical by construction.
+    ByteBuffer scratch(512);
+    const Message msg{kHelloWorld};
+    char json[json_max_size(Message{kHelloWorld})];
+    const std::string_view json_body{json, serialize(msg, json)};
+    for (const bool head : {false, true}) {
+        const auto h = static_cast<std::size_t>(head);
+        scratch.clear();
+        compose(scratch, Status::ok, kTextPlainUtf8, kRootBody, head, Persistence::keep_alive);
+        cached_[index_of(Endpoint::root)][h].assign(scratch.view());
+        scratch.clear();
+        compose(scratch, Status::ok, kTextPlain, kHelloWorld, head, Persistence::keep_alive);
+        cached_[index_of(Endpoint::plaintext)][h].assign(scratch.view());
+        scratch.clear();
+        compose(scratch, Status::ok, kApplicationJson, json_body, head, Persistence::keep_alive);
+        cached_[index_of(Endpoint::json)][h].assign(scratch.view());
+    }
+}
+
+void ResponseCache::write_endpoint(Endpoint e, bool head, Persistence p, ByteBuffer& out) const {
+    if (mode_ == ResponseMode::cached && p == Persistence::keep_alive && e != Endpoint::none) {
+        out.append(cached_[index_of(e)][static_cast<std::size_t>(head)]);
+        return;
+    }
+    switch (e) {
+        case Endpoint::plaintext:
+            compose(out, Status::ok, kTextPlain, kHelloWorld, head, p);
+            return;
+        case Endpoint::json: {
+            // Instantiated and serialized per request (TechEmpower rule).
+            const Message msg{kHelloWorld};
+            char json[json_max_size(Message{kHelloWorld})];
+            const std::size_t n = serialize(msg, json);
+            compose(out, Status::ok, kApplicationJson, {json, n}, head, p);
+            return;
+        }
+        case Endpoint::root:
+            compose(out, Status::ok, kTextPlainUtf8, kRootBody, head, p);
+            return;
+        case Endpoint::none:
+            write_error(Status::not_found, {}, head, p, out);
+            return;
+    }
+}
+
+void ResponseCache::write_error(Status s, std::string_view detail, bool head, Persistence p,
+                                ByteBuffer& out) const {
+    // Error bodies are short and rare; a stack buffer keeps them allocation-free.
+    char body[256];
+    std::size_t n = 0;
+    auto add = [&](std::string_view part) {  // keeps one byte for the final newline
+        const std::size_t take = std::min(part.size(), sizeof body - 1 - n);
+        std::memcpy(body + n, part.data(), take);
+        n += take;
+    };
+    add(reason_phrase(s));
+    if (!detail.empty()) {
+        add(": ");
+        add(detail);
+    }
+    body[n++] = '\n';
+    compose(out, s, kTextPlain, {body, n}, head, p);
+}
+
+}  // namespace sm::http

@@ -1,0 +1,83 @@
+// Response rendering: status codes, the per-thread response cache and the two
+// response modes. One instance per thread (no sharing, no locks); the owner
+// calls refresh() with the current time once per event-loop batch.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <ctime>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "http/byte_buffer.hpp"
+#include "http/router.hpp"
+
+namespace sm::http {
+
+enum class Status : std::uint16_t {
+    ok = 200,
+    bad_request = 400,
+    not_found = 404,
+    method_not_allowed = 405,
+    request_timeout = 408,
+    payload_too_large = 413,
+    uri_too_long = 414,
+    header_fields_too_large = 431,
+};
+
+// "Bad Request" for 400 and so on.
+std::string_view reason_phrase(Status s) noexcept;
+
+// How the connection continues after a response, and what the response says about it.
+enum class Persistence : std::uint8_t {
+    keep_alive,           // HTTP/1.1 default: no Connection header
+    keep_alive_explicit,  // HTTP/1.0 client asked for keep-alive: "Connection: keep-alive"
+    close,                // "Connection: close"; the server closes after the response
+};
+
+enum class ResponseMode : std::uint8_t {
+    composed,  // TechEmpower rules: header block composed per response, JSON serialized per request
+    cached,    // whole endpoint responses pre-rendered once per Date second
+};
+
+std::string_view to_string(ResponseMode m) noexcept;
+std::optional<ResponseMode> parse_response_mode(std::string_view s) noexcept;
+
+inline constexpr std::string_view kServerName = "servermodels";
+
+class ResponseCache {
+public:
+    ResponseCache(ResponseMode mode, std::time_t now);
+
+    // Re-renders the Date line (and, in cached mode, the endpoint responses)
+    // when `now` falls in a new second. Returns whether anything changed.
+    bool refresh(std::time_t now);
+
+    [[nodiscard]] ResponseMode mode() const noexcept { return mode_; }
+    [[nodiscard]] std::time_t second() const noexcept { return second_; }
+    // The "Date: <IMF-fixdate>\r\n" line of the current second.
+    [[nodiscard]] std::string_view date_line() const noexcept { return {date_.data(), date_len_}; }
+
+    // Appends the response for a GET or HEAD of a known endpoint.
+    void write_endpoint(Endpoint e, bool head, Persistence p, ByteBuffer& out) const;
+
+    // Appends an error response (404, 405 with Allow, 4xx) whose body is the
+    // reason phrase, followed by ": detail" when detail is not empty.
+    void write_error(Status s, std::string_view detail, bool head, Persistence p,
+                     ByteBuffer& out) const;
+
+private:
+    void compose(ByteBuffer& out, Status status, std::string_view content_type,
+                 std::string_view body, bool head, Persistence p) const;
+    void render_cached();
+
+    ResponseMode mode_;
+    std::time_t second_ = -1;
+    std::array<char, 64> date_{};
+    std::size_t date_len_ = 0;
+    // cached mode: [endpoint][head] for keep-alive responses
+    std::array<std::array<std::string, 2>, 3> cached_;
+};
+
+}  // namespace sm::http

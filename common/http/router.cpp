@@ -1,0 +1,34 @@
+#include "http/router.hpp"
+
+namespace sm::http {
+
+std::string_view target_path(std::string_view target) noexcept {
+    if (target.empty()) return {};
+    if (target.front() != '/') {
+        // absolute-form: scheme "://" authority [path]
+        const auto scheme_end = target.find("://");
+        if (scheme_end == std::string_view::npos) return {};  // "*" or "host:port"
+        const auto path_start = target.find('/', scheme_end + 3);
+        if (path_start == std::string_view::npos) return "/";
+        target.remove_prefix(path_start);
+    }
+    const auto end = target.find_first_of("?#");
+    return end == std::string_view::npos ? target : target.substr(0, end);
+}
+
+Endpoint endpoint_for_path(std::string_view path) noexcept {
+    if (path == "/plaintext") return Endpoint::plaintext;
+    if (path == "/json") return Endpoint::json;
+    if (path == "/") return Endpoint::root;
+    return Endpoint::none;
+}
+
+Route route(Method method, std::string_view target) noexcept {
+    Route r;
+    r.endpoint = endpoint_for_path(target_path(target));
+    r.head = method == Method::head;
+    r.method_allowed = r.endpoint != Endpoint::none && method != Method::other;
+    return r;
+}
+
+}  // namespace sm::http

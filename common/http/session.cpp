@@ -1,0 +1,249 @@
+#include "http/session.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace sm::http {
+namespace {
+
+Session& self(llhttp_t* p) noexcept { return *static_cast<Session*>(p->data); }
+
+llhttp_settings_t make_settings(llhttp_cb begin, llhttp_data_cb url, llhttp_cb field_complete,
+                                llhttp_cb headers_complete, llhttp_data_cb body,
+                                llhttp_cb message_complete) noexcept {
+    llhttp_settings_t s;
+    llhttp_settings_init(&s);
+    s.on_message_begin = begin;
+    s.on_url = url;
+    s.on_header_field_complete = field_complete;
+    s.on_headers_complete = headers_complete;
+    s.on_body = body;
+    s.on_message_complete = message_complete;
+    return s;
+}
+
+}  // namespace
+
+const llhttp_settings_t Session::kSettings =
+    make_settings(&Session::on_message_begin, &Session::on_url, &Session::on_header_field_complete,
+                  &Session::on_headers_complete, &Session::on_body, &Session::on_message_complete);
+
+Session::Session(const ResponseCache& cache, const Limits& limits) noexcept
+    : cache_(&cache), limits_(&limits) {
+    reset();
+}
+
+void Session::reset() noexcept {
+    llhttp_init(&parser_, HTTP_REQUEST, &kSettings);
+    parser_.data = this;
+    out_ = nullptr;
+    scan_pos_ = nullptr;
+    guard_.start_head();
+    phase_ = Phase::head;
+    in_message_ = method_known_ = closed_ = close_requested_ = false;
+    error_status_ = Status::bad_request;
+    error_detail_ = "";
+    uri_bytes_ = header_count_ = 0;
+    body_bytes_ = responses_ = 0;
+    target_len_ = 0;
+    target_overflow_ = target_done_ = false;
+}
+
+Session::Result Session::feed(std::span<const char> in, ByteBuffer& out) noexcept {
+    if (closed_) return Result::close;
+    out_ = &out;
+    const char* p = in.data();
+    const char* const end = p + in.size();
+    scan_pos_ = p;
+    while (!closed_) {
+        const llhttp_errno_t err = llhttp_execute(&parser_, p, static_cast<std::size_t>(end - p));
+        if (err == HPE_OK) {
+            scan_to(end);
+            break;
+        }
+        if (err == HPE_PAUSED) {
+            // on_headers_complete always pauses, on_message_complete pauses for
+            // a message with a body or a response that closed the session.
+            const char* const pos = llhttp_get_error_pos(&parser_);
+            llhttp_resume(&parser_);
+            if (closed_) break;
+            if (phase_ == Phase::head) {
+                if (!scan_to(pos) || !head_done()) break;
+            } else {
+                if (!scan_to(pos)) break;
+                respond();
+            }
+            p = pos;
+            continue;
+        }
+        if (closed_) break;  // a callback already answered with an error
+        if (err == HPE_PAUSED_H2_UPGRADE) {
+            fail(Status::bad_request, "HTTP/2 connection preface; this server speaks HTTP/1.1");
+        } else if (err == HPE_USER) {
+            fail(error_status_, error_detail_);
+        } else {
+            fail(Status::bad_request, llhttp_get_error_reason(&parser_));
+        }
+        break;
+    }
+    out_ = nullptr;
+    return closed_ ? Result::close : Result::open;
+}
+
+bool Session::scan_to(const char* to) noexcept {
+    const char* const from = scan_pos_;
+    scan_pos_ = to;
+    if (phase_ == Phase::body_length || from == to) return true;  // body data is opaque
+    if (const char* why = guard_.scan(from, to)) {
+        fail(Status::bad_request, why);
+        return false;
+    }
+    if (phase_ == Phase::head) {
+        if (guard_.bytes() > limits_->max_head_bytes) {
+            fail(Status::header_fields_too_large, "request head larger than the limit");
+            return false;
+        }
+        return true;
+    }
+    // Chunked framing counts toward the body limit, so chunk extensions cannot
+    // make a request unbounded (llhttp 8.1.0 has no limit; CVE-2024-22019).
+    body_bytes_ += static_cast<std::uint64_t>(to - from);
+    if (body_bytes_ > limits_->max_body_bytes) {
+        fail(Status::payload_too_large, "request body larger than the limit");
+        return false;
+    }
+    return true;
+}
+
+bool Session::head_done() noexcept {
+    if (!guard_.head_complete()) {  // llhttp ended the head where the guard did not
+        fail(Status::bad_request, "malformed request head");
+        return false;
+    }
+    if (parser_.http_major != 1) {
+        fail(Status::bad_request, "unsupported HTTP version");
+        return false;
+    }
+    body_bytes_ = 0;
+    if (parser_.flags & F_CHUNKED) {
+        phase_ = Phase::body_chunked;
+        guard_.start_chunked();
+    } else if (parser_.content_length > 0) {
+        if (parser_.content_length > limits_->max_body_bytes) {
+            fail(Status::payload_too_large, "request body larger than the limit");
+            return false;
+        }
+        phase_ = Phase::body_length;
+    }
+    return true;
+}
+
+void Session::respond() noexcept {
+    Persistence persistence = Persistence::keep_alive;
+    // We do not switch protocols: an Upgrade or CONNECT request is answered
+    // as plain HTTP and the connection closed after it.
+    if (close_requested_ || parser_.upgrade || !llhttp_should_keep_alive(&parser_)) {
+        persistence = Persistence::close;
+    } else if (parser_.http_minor == 0) {
+        persistence = Persistence::keep_alive_explicit;
+    }
+    const Method method = parser_.method == HTTP_GET    ? Method::get
+                          : parser_.method == HTTP_HEAD ? Method::head
+                                                        : Method::other;
+    const Route r = target_overflow_ ? Route{Endpoint::none, false, method == Method::head}
+                                     : route(method, {target_.data(), target_len_});
+    if (r.method_allowed) {
+        cache_->write_endpoint(r.endpoint, r.head, persistence, *out_);
+    } else {
+        cache_->write_error(r.endpoint == Endpoint::none ? Status::not_found
+                                                         : Status::method_not_allowed,
+                            {}, r.head, persistence, *out_);
+    }
+    ++responses_;
+    in_message_ = false;
+    phase_ = Phase::head;
+    guard_.start_head();
+    if (persistence == Persistence::close) closed_ = true;
+}
+
+void Session::fail(Status s, std::string_view detail) noexcept {
+    const bool head = method_known_ && parser_.method == HTTP_HEAD;
+    cache_->write_error(s, detail, head, Persistence::close, *out_);
+    ++responses_;
+    closed_ = true;
+}
+
+int Session::fail_in_callback(Status s, std::string_view detail) noexcept {
+    fail(s, detail);
+    return HPE_USER;
+}
+
+int Session::on_message_begin(llhttp_t* p) noexcept {
+    Session& s = self(p);
+    s.in_message_ = true;
+    s.method_known_ = false;
+    s.uri_bytes_ = s.header_count_ = 0;
+    s.body_bytes_ = 0;
+    s.target_len_ = 0;
+    s.target_overflow_ = s.target_done_ = false;
+    return 0;
+}
+
+int Session::on_url(llhttp_t* p, const char* at, std::size_t n) noexcept {
+    Session& s = self(p);
+    s.method_known_ = true;
+    s.uri_bytes_ += n;
+    if (s.uri_bytes_ > s.limits_->max_uri_bytes)
+        return s.fail_in_callback(Status::uri_too_long, "request target longer than the limit");
+    if (s.target_done_) return 0;
+    // Keep the target up to the query or fragment: that is all routing needs.
+    std::size_t take = n;
+    if (const void* q = std::memchr(at, '?', n)) take = static_cast<std::size_t>(static_cast<const char*>(q) - at);
+    if (const void* h = std::memchr(at, '#', take)) take = static_cast<std::size_t>(static_cast<const char*>(h) - at);
+    if (take < n) s.target_done_ = true;
+    const std::size_t room = s.target_.size() - s.target_len_;
+    if (take > room) {
+        s.target_overflow_ = s.target_done_ = true;
+        return 0;
+    }
+    std::memcpy(s.target_.data() + s.target_len_, at, take);
+    s.target_len_ = static_cast<std::uint8_t>(s.target_len_ + take);
+    return 0;
+}
+
+int Session::on_header_field_complete(llhttp_t* p) noexcept {
+    Session& s = self(p);
+    if (++s.header_count_ > s.limits_->max_header_count)
+        return s.fail_in_callback(Status::header_fields_too_large, "more header fields than the limit");
+    return 0;
+}
+
+int Session::on_headers_complete(llhttp_t*) noexcept {
+    // Pause so feed() learns where the head ends: the guard checks the head
+    // before anything acts on the request.
+    return HPE_PAUSED;
+}
+
+int Session::on_body(llhttp_t* p, const char* at, std::size_t n) noexcept {
+    Session& s = self(p);
+    if (s.phase_ == Phase::body_chunked) {
+        // Everything between two data spans is chunk framing.
+        if (!s.scan_to(at)) return HPE_USER;
+        s.scan_pos_ = at + n;
+    }
+    s.body_bytes_ += n;
+    if (s.body_bytes_ > s.limits_->max_body_bytes)
+        return s.fail_in_callback(Status::payload_too_large, "request body larger than the limit");
+    return 0;
+}
+
+int Session::on_message_complete(llhttp_t* p) noexcept {
+    Session& s = self(p);
+    // With a body, the end of the message (and a chunked body's last framing)
+    // is only known in feed(): pause and answer there.
+    if (s.phase_ != Phase::head) return HPE_PAUSED;
+    s.respond();
+    return s.closed_ ? HPE_PAUSED : 0;
+}
+
+}  // namespace sm::http

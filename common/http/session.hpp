@@ -1,0 +1,95 @@
+// The sans-I/O HTTP/1.1 session: no sockets, no threads, no clocks. A model
+// feeds it the bytes it read from one connection; the session appends a
+// complete response for every complete request to the output buffer, in
+// order, and says whether the connection stays open. Requests may be split
+// anywhere and pipelined; bodies are read and discarded.
+#pragma once
+
+#include <llhttp.h>
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "http/byte_buffer.hpp"
+#include "http/framing_guard.hpp"
+#include "http/limits.hpp"
+#include "http/response.hpp"
+
+namespace sm::http {
+
+class Session {
+public:
+    enum class Result : std::uint8_t {
+        open,   // keep reading
+        close,  // write what is in the output buffer, then close (lingering)
+    };
+
+    Session(const ResponseCache& cache, const Limits& limits) noexcept;
+    // llhttp keeps a pointer to the session: it stays where it was made.
+    Session(const Session&) = delete;
+    Session& operator=(const Session&) = delete;
+
+    // Parses `in`, appending responses to `out`. After Result::close every
+    // further input is ignored (the data after "Connection: close" or a bad
+    // request is not answered).
+    Result feed(std::span<const char> in, ByteBuffer& out) noexcept;
+
+    // Ready for a new connection.
+    void reset() noexcept;
+
+    // The next response carries "Connection: close" and ends the session
+    // (graceful shutdown). A session that is idle() can simply be closed.
+    void request_close() noexcept { close_requested_ = true; }
+
+    // No request is partly received.
+    [[nodiscard]] bool idle() const noexcept { return !in_message_ && guard_.bytes() == 0; }
+    [[nodiscard]] bool closed() const noexcept { return closed_; }
+    [[nodiscard]] std::uint64_t responses() const noexcept { return responses_; }
+
+private:
+    enum class Phase : std::uint8_t { head, body_length, body_chunked };
+
+    static int on_message_begin(llhttp_t* p) noexcept;
+    static int on_url(llhttp_t* p, const char* at, std::size_t n) noexcept;
+    static int on_header_field_complete(llhttp_t* p) noexcept;
+    static int on_headers_complete(llhttp_t* p) noexcept;
+    static int on_body(llhttp_t* p, const char* at, std::size_t n) noexcept;
+    static int on_message_complete(llhttp_t* p) noexcept;
+    static const llhttp_settings_t kSettings;
+
+    // Runs the guard over [scan_pos_, to); false after writing an error response.
+    bool scan_to(const char* to) noexcept;
+    // Checks at the end of the head; false after writing an error response.
+    bool head_done() noexcept;
+    void respond() noexcept;
+    // Writes an error response with "Connection: close" and ends the session.
+    void fail(Status s, std::string_view detail) noexcept;
+    int fail_in_callback(Status s, std::string_view detail) noexcept;
+
+    llhttp_t parser_{};
+    const ResponseCache* cache_;
+    const Limits* limits_;
+    ByteBuffer* out_ = nullptr;      // only during feed()
+    const char* scan_pos_ = nullptr; // first byte the guard has not seen
+    FramingGuard guard_;
+    Phase phase_ = Phase::head;
+    bool in_message_ = false;
+    bool method_known_ = false;
+    bool closed_ = false;
+    bool close_requested_ = false;
+    Status error_status_ = Status::bad_request;  // for HPE_USER
+    const char* error_detail_ = "";
+    std::size_t uri_bytes_ = 0;
+    std::size_t header_count_ = 0;
+    std::uint64_t body_bytes_ = 0;
+    std::uint64_t responses_ = 0;
+    // The target up to '?' or '#', enough for routing: longer paths are not ours.
+    std::array<char, 128> target_{};
+    std::uint8_t target_len_ = 0;
+    bool target_overflow_ = false;
+    bool target_done_ = false;
+};
+
+}  // namespace sm::http

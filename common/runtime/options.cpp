@@ -1,0 +1,112 @@
+#include "runtime/options.hpp"
+
+#include <CLI/CLI.hpp>
+#include <llhttp.h>
+#include <fmt/core.h>
+
+#include <cmath>
+#include <stdexcept>
+
+#include "runtime/cpu.hpp"
+
+namespace sm::runtime {
+namespace {
+
+std::chrono::milliseconds to_ms(double seconds) {
+    return std::chrono::milliseconds(static_cast<long long>(std::llround(seconds * 1000.0)));
+}
+
+}  // namespace
+
+ParsedOptions parse_server_options(std::string_view model, std::string_view description,
+                                   int argc, const char* const* argv) {
+    const std::string program = fmt::format("server-{}", model);
+    ServerOptions o;
+    CLI::App app{fmt::format("{}: {}", program, description), program};
+    app.get_formatter()->column_width(34);
+    app.set_version_flag("--version", fmt::format("{} (servermodels {}, llhttp {}.{}.{})", program,
+                                                  SM_VERSION, LLHTTP_VERSION_MAJOR,
+                                                  LLHTTP_VERSION_MINOR, LLHTTP_VERSION_PATCH));
+
+    std::string cpus;
+    std::string mode{http::to_string(o.mode)};
+    double shutdown_s = static_cast<double>(o.shutdown_timeout.count()) / 1000.0;
+    double linger_s = static_cast<double>(o.linger_timeout.count()) / 1000.0;
+
+    app.add_option("-a,--address", o.address,
+                   "Address to listen on: IPv4 or IPv6, 0.0.0.0 or :: for all interfaces")
+        ->capture_default_str();
+    app.add_option("-p,--port", o.port, "TCP port; 0 picks a free one (the ready line shows it)")
+        ->capture_default_str();
+    app.add_option("-t,--threads", o.threads,
+                   "Threads (default: one per CPU this process may run on)")
+        ->check(CLI::Range(1u, 1024u));
+    app.add_option("--cpus", cpus,
+                   "Pin thread i to the i-th CPU of this list, e.g. 0-3,6 (default: no pinning)");
+    app.add_option("--mode", mode,
+                   "Response mode: composed (headers composed and JSON serialized per response, "
+                   "TechEmpower rules) or cached (whole responses pre-rendered once a second)")
+        ->check(CLI::IsMember({"composed", "cached"}))
+        ->capture_default_str();
+    app.add_option("--backlog", o.backlog, "listen() backlog (the kernel caps it at somaxconn)")
+        ->check(CLI::Range(1, 1 << 20))
+        ->capture_default_str();
+
+    auto* limits = "Limits";
+    app.add_option("--max-head-bytes", o.limits.max_head_bytes,
+                   "Largest request line + headers; larger gets 431")
+        ->check(CLI::Range(std::size_t{64}, std::size_t{1} << 24))
+        ->capture_default_str()
+        ->group(limits);
+    app.add_option("--max-uri-bytes", o.limits.max_uri_bytes,
+                   "Longest request target; longer gets 414")
+        ->check(CLI::Range(std::size_t{16}, std::size_t{1} << 24))
+        ->capture_default_str()
+        ->group(limits);
+    app.add_option("--max-header-count", o.limits.max_header_count,
+                   "Most header fields in a request; more gets 431")
+        ->check(CLI::Range(std::size_t{1}, std::size_t{100000}))
+        ->capture_default_str()
+        ->group(limits);
+    app.add_option("--max-body-bytes", o.limits.max_body_bytes,
+                   "Largest request body, read and discarded (chunked: counted with its framing); "
+                   "larger gets 413")
+        ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{1} << 40))
+        ->capture_default_str()
+        ->group(limits);
+    app.add_option("--shutdown-timeout", shutdown_s,
+                   "Seconds to finish responses in flight after SIGINT/SIGTERM")
+        ->check(CLI::Range(0.0, 3600.0))
+        ->capture_default_str()
+        ->group(limits);
+    app.add_option("--linger-timeout", linger_s,
+                   "Seconds to drain a connection closed after an error or Connection: close, "
+                   "so the client gets the response rather than a reset")
+        ->check(CLI::Range(0.0, 600.0))
+        ->capture_default_str()
+        ->group(limits);
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        const int code = app.exit(e);
+        return {std::nullopt, code == 0 ? 0 : 2};
+    }
+
+    try {
+        if (!cpus.empty()) o.cpus = parse_cpu_list(cpus);
+    } catch (const std::invalid_argument& e) {
+        fmt::print(stderr, "{}: --cpus: {}\n", program, e.what());
+        return {std::nullopt, 2};
+    }
+    o.mode = *http::parse_response_mode(mode);
+    o.shutdown_timeout = to_ms(shutdown_s);
+    o.linger_timeout = to_ms(linger_s);
+    if (o.threads == 0) {
+        const std::size_t n = !o.cpus.empty() ? o.cpus.size() : allowed_cpus().size();
+        o.threads = n == 0 ? 1u : static_cast<unsigned>(n);
+    }
+    return {std::move(o), 0};
+}
+
+}  // namespace sm::runtime

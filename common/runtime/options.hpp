@@ -1,0 +1,42 @@
+// Options shared by every server model: one parser (CLI11), one --help, the
+// same names and defaults everywhere.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "http/limits.hpp"
+#include "http/response.hpp"
+
+namespace sm::runtime {
+
+struct ServerOptions {
+    std::string address = "0.0.0.0";
+    std::uint16_t port = 8080;
+    unsigned threads = 0;   // resolved to the CPUs this process may run on
+    std::vector<int> cpus;  // pin thread i to cpus[i % size]; empty: no pinning
+    http::ResponseMode mode = http::ResponseMode::composed;
+    int backlog = 4096;  // the kernel clamps it to net.core.somaxconn (4096 since Linux 5.4)
+    http::Limits limits;
+    // After SIGINT/SIGTERM: how long responses in flight may take to finish.
+    std::chrono::milliseconds shutdown_timeout{5000};
+    // After an error response or "Connection: close": how long to keep reading
+    // (and discarding) so the client receives the response instead of a reset.
+    std::chrono::milliseconds linger_timeout{2000};
+};
+
+struct ParsedOptions {
+    std::optional<ServerOptions> options;  // empty: exit with exit_code
+    int exit_code = 0;
+};
+
+// Parses the command line of a server binary. Prints --help or a clear error
+// (and the usage hint) itself; the caller exits with exit_code when no options.
+ParsedOptions parse_server_options(std::string_view model, std::string_view description,
+                                   int argc, const char* const* argv);
+
+}  // namespace sm::runtime

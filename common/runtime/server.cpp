@@ -1,0 +1,94 @@
+#include "runtime/server.hpp"
+
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <latch>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "runtime/cpu.hpp"
+#include "runtime/listen.hpp"
+#include "runtime/signals.hpp"
+#include "runtime/unique_fd.hpp"
+
+namespace sm::runtime {
+
+int serve(const Model& model, int argc, const char* const* argv) {
+    ParsedOptions parsed = parse_server_options(model.name, model.description, argc, argv);
+    if (!parsed.options) return parsed.exit_code;
+    const ServerOptions& opts = *parsed.options;
+    const std::string program = fmt::format("server-{}", model.name);
+
+    Listeners listeners;
+    UniqueFd stop;
+    try {
+        block_stop_signals();
+        listeners = open_listeners(opts.address, opts.port, opts.threads, opts.backlog);
+        stop.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+        if (!stop) throw std::runtime_error(fmt::format("eventfd: {}", std::strerror(errno)));
+    } catch (const std::exception& e) {
+        fmt::print(stderr, "{}: {}\n", program, e.what());
+        return 1;
+    }
+
+    auto signal_stop = [&] {
+        const std::uint64_t one = 1;
+        [[maybe_unused]] const auto n = ::write(stop.get(), &one, sizeof one);
+    };
+
+    std::atomic<int> failures{0};
+    std::latch started(static_cast<std::ptrdiff_t>(opts.threads));
+    std::vector<std::jthread> threads;
+    threads.reserve(opts.threads);
+    for (unsigned i = 0; i < opts.threads; ++i) {
+        threads.emplace_back([&, i] {
+            bool ok = true;
+            try {
+                if (!opts.cpus.empty()) pin_current_thread(opts.cpus[i % opts.cpus.size()]);
+            } catch (const std::exception& e) {
+                fmt::print(stderr, "{}: {}\n", program, e.what());
+                ok = false;
+                ++failures;
+            }
+            started.count_down();
+            if (!ok) return;
+            try {
+                model.worker(WorkerContext{opts, i, listeners.fds[i].get(), stop.get()});
+            } catch (const std::exception& e) {
+                fmt::print(stderr, "{}: thread {}: {}\n", program, i, e.what());
+                ++failures;
+                request_stop_from_thread();
+            }
+        });
+    }
+    started.wait();
+    if (failures.load() != 0) {
+        signal_stop();
+        threads.clear();  // joins
+        return 1;
+    }
+
+    fmt::print("listening on {} model={} threads={} mode={}\n", listeners.url, model.name,
+               opts.threads, http::to_string(opts.mode));
+    std::fflush(stdout);
+
+    const int sig = wait_for_stop_signal();
+    if (failures.load() == 0)
+        fmt::print(stderr, "{}: {}: finishing responses in flight, then exiting\n", program,
+                   sig == SIGINT ? "SIGINT" : "SIGTERM");
+    signal_stop();
+    threads.clear();  // joins every worker
+    return failures.load() == 0 ? 0 : 1;
+}
+
+}  // namespace sm::runtime
