@@ -64,6 +64,8 @@ private:
         failed,
     };
 
+    static std::uint8_t stop_mask(State s) noexcept;
+
     State state_ = State::request_start;
     std::uint8_t spaces_ = 0;  // spaces in the request line so far
     bool prev_space_ = false;

@@ -12,8 +12,11 @@ std::string_view target_path(std::string_view target) noexcept {
         if (path_start == std::string_view::npos) return "/";
         target.remove_prefix(path_start);
     }
-    const auto end = target.find_first_of("?#");
-    return end == std::string_view::npos ? target : target.substr(0, end);
+    // A plain loop: find_first_of calls memchr once per character, and
+    // targets are short.
+    for (std::size_t i = 0; i < target.size(); ++i)
+        if (target[i] == '?' || target[i] == '#') return target.substr(0, i);
+    return target;
 }
 
 Endpoint endpoint_for_path(std::string_view path) noexcept {

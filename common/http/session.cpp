@@ -197,9 +197,8 @@ int Session::on_url(llhttp_t* p, const char* at, std::size_t n) noexcept {
         return s.fail_in_callback(Status::uri_too_long, "request target longer than the limit");
     if (s.target_done_) return 0;
     // Keep the target up to the query or fragment: that is all routing needs.
-    std::size_t take = n;
-    if (const void* q = std::memchr(at, '?', n)) take = static_cast<std::size_t>(static_cast<const char*>(q) - at);
-    if (const void* h = std::memchr(at, '#', take)) take = static_cast<std::size_t>(static_cast<const char*>(h) - at);
+    std::size_t take = 0;
+    while (take < n && at[take] != '?' && at[take] != '#') ++take;
     if (take < n) s.target_done_ = true;
     const std::size_t room = s.target_.size() - s.target_len_;
     if (take > room) {

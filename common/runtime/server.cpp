@@ -18,6 +18,7 @@
 
 #include "runtime/cpu.hpp"
 #include "runtime/listen.hpp"
+#include "runtime/log.hpp"
 #include "runtime/signals.hpp"
 #include "runtime/unique_fd.hpp"
 
@@ -28,6 +29,7 @@ int serve(const Model& model, int argc, const char* const* argv) {
     if (!parsed.options) return parsed.exit_code;
     const ServerOptions& opts = *parsed.options;
     const std::string program = fmt::format("server-{}", model.name);
+    set_program_name(program);
 
     Listeners listeners;
     UniqueFd stop;
@@ -37,7 +39,7 @@ int serve(const Model& model, int argc, const char* const* argv) {
         stop.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
         if (!stop) throw std::runtime_error(fmt::format("eventfd: {}", std::strerror(errno)));
     } catch (const std::exception& e) {
-        fmt::print(stderr, "{}: {}\n", program, e.what());
+        log(e.what());
         return 1;
     }
 
@@ -56,16 +58,16 @@ int serve(const Model& model, int argc, const char* const* argv) {
             try {
                 if (!opts.cpus.empty()) pin_current_thread(opts.cpus[i % opts.cpus.size()]);
             } catch (const std::exception& e) {
-                fmt::print(stderr, "{}: {}\n", program, e.what());
+                log(e.what());
                 ok = false;
                 ++failures;
             }
             started.count_down();
             if (!ok) return;
             try {
-                model.worker(WorkerContext{opts, i, listeners.fds[i].get(), stop.get()});
+                model.worker(WorkerContext{opts, i, listeners.fds[i], stop.get()});
             } catch (const std::exception& e) {
-                fmt::print(stderr, "{}: thread {}: {}\n", program, i, e.what());
+                log(fmt::format("thread {}: {}", i, e.what()));
                 ++failures;
                 request_stop_from_thread();
             }
@@ -84,8 +86,8 @@ int serve(const Model& model, int argc, const char* const* argv) {
 
     const int sig = wait_for_stop_signal();
     if (failures.load() == 0)
-        fmt::print(stderr, "{}: {}: finishing responses in flight, then exiting\n", program,
-                   sig == SIGINT ? "SIGINT" : "SIGTERM");
+        log(fmt::format("{}: finishing responses in flight, then exiting",
+                        sig == SIGINT ? "SIGINT" : "SIGTERM"));
     signal_stop();
     threads.clear();  // joins every worker
     return failures.load() == 0 ? 0 : 1;

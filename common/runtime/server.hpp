@@ -11,13 +11,16 @@
 #include <string_view>
 
 #include "runtime/options.hpp"
+#include "runtime/unique_fd.hpp"
 
 namespace sm::runtime {
 
 struct WorkerContext {
     const ServerOptions& options;
     unsigned index;  // 0 .. threads-1
-    int listen_fd;   // this thread's non-blocking listening socket
+    // This thread's non-blocking listening socket. The worker closes it (reset())
+    // when it stops, so new connections are refused rather than left queued.
+    UniqueFd& listener;
     // An eventfd that becomes readable (and stays so: never drain it) when
     // the server must stop: close the listener, finish responses in flight
     // within options.shutdown_timeout, close every connection, return.

@@ -1,0 +1,69 @@
+// A doubly linked list threaded through its elements: O(1) push, pop and
+// removal from the middle, no allocation. Models use it for per-thread queues
+// of connections (ready to continue, lingering until a deadline). A queue whose
+// entries all get the same timeout stays sorted by deadline when appended to,
+// so its front is always the next to expire: no timer heap needed.
+#pragma once
+
+#include <cassert>
+
+namespace sm::runtime {
+
+struct ListHook {
+    ListHook* prev = nullptr;
+    ListHook* next = nullptr;
+    void* owner = nullptr;  // the element this hook is part of
+    [[nodiscard]] bool linked() const noexcept { return prev != nullptr; }
+};
+
+template <typename T, ListHook T::*Hook>
+class IntrusiveList {
+public:
+    IntrusiveList() noexcept { head_.prev = head_.next = &head_; }
+    IntrusiveList(const IntrusiveList&) = delete;
+    IntrusiveList& operator=(const IntrusiveList&) = delete;
+
+    [[nodiscard]] bool empty() const noexcept { return head_.next == &head_; }
+
+    void push_back(T& item) noexcept {
+        ListHook& h = item.*Hook;
+        assert(!h.linked());
+        h.owner = &item;
+        h.prev = head_.prev;
+        h.next = &head_;
+        head_.prev->next = &h;
+        head_.prev = &h;
+    }
+
+    static void remove(T& item) noexcept {
+        ListHook& h = item.*Hook;
+        if (!h.linked()) return;
+        h.prev->next = h.next;
+        h.next->prev = h.prev;
+        h.prev = h.next = nullptr;
+    }
+
+    T& front() noexcept {
+        assert(!empty());
+        return owner(head_.next);
+    }
+
+    T* pop_front() noexcept {
+        if (empty()) return nullptr;
+        T& item = front();
+        remove(item);
+        return &item;
+    }
+
+    // Moves every element to `to` (appending), leaving this list empty.
+    void splice_into(IntrusiveList& to) noexcept {
+        while (T* item = pop_front()) to.push_back(*item);
+    }
+
+private:
+    static T& owner(ListHook* h) noexcept { return *static_cast<T*>(h->owner); }
+
+    ListHook head_;
+};
+
+}  // namespace sm::runtime

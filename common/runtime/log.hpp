@@ -1,0 +1,41 @@
+// Diagnostics on stderr, prefixed with the program name ("server-epoll: ...").
+#pragma once
+
+#include <chrono>
+#include <string_view>
+
+namespace sm::runtime {
+
+void set_program_name(std::string_view name);
+void log(std::string_view message);
+
+// Lets a message through at most once per interval: an error that repeats
+// per connection (EMFILE under fd exhaustion) must not flood the log or burn
+// the core that writes it.
+class RateLimit {
+public:
+    explicit RateLimit(std::chrono::steady_clock::duration interval = std::chrono::seconds(1))
+        : interval_(interval) {}
+    // True when a message may be logged now; counts the ones suppressed.
+    bool allow(std::chrono::steady_clock::time_point now) noexcept {
+        if (now - last_ < interval_) {
+            ++suppressed_;
+            return false;
+        }
+        last_ = now;
+        return true;
+    }
+    // Suppressed since the last allowed message; resets the count.
+    unsigned long take_suppressed() noexcept {
+        const unsigned long n = suppressed_;
+        suppressed_ = 0;
+        return n;
+    }
+
+private:
+    std::chrono::steady_clock::duration interval_;
+    std::chrono::steady_clock::time_point last_{};
+    unsigned long suppressed_ = 0;
+};
+
+}  // namespace sm::runtime

@@ -1,0 +1,363 @@
+#include "reactor.hpp"
+
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <stdexcept>
+#include <system_error>
+
+#include <fmt/core.h>
+
+#include "runtime/listen.hpp"
+
+namespace sm::epoll {
+namespace {
+
+// A read of 64 KiB holds hundreds of pipelined requests; a batch rarely fills it.
+constexpr std::size_t kReadSize = 64 * 1024;
+// Responses collected for one connection before they are written: bounds the
+// output of a client that pipelines faster than it reads.
+constexpr std::size_t kBatchOutput = 256 * 1024;
+// Full reads one event may do before the connection yields to the others
+// (it continues from the ready queue in the next loop iteration).
+constexpr int kReadsPerEvent = 16;
+// Lingering reads per event, for the same reason.
+constexpr int kLingerReadsPerEvent = 4;
+// Connections accepted per listener wake-up before serving the others.
+constexpr int kAcceptBatch = 64;
+constexpr int kMaxEvents = 256;
+// How long accepting pauses after EMFILE/ENFILE: long enough not to spin,
+// short enough that service resumes promptly once descriptors free up.
+constexpr auto kAcceptPause = std::chrono::milliseconds(100);
+
+// epoll_event.data.ptr is a Connection* except for these two tags.
+char listen_tag;
+char stop_tag;
+
+epoll_event event_for(void* ptr, std::uint32_t events) {
+    epoll_event ev{};
+    ev.events = events;
+    ev.data.ptr = ptr;
+    return ev;
+}
+
+[[noreturn]] void throw_errno(const char* what) {
+    throw std::system_error(errno, std::generic_category(), what);
+}
+
+}  // namespace
+
+Reactor::Reactor(const runtime::WorkerContext& ctx)
+    : opts_(ctx.options),
+      listener_(ctx.listener),
+      stop_fd_(ctx.stop_fd),
+      ep_(::epoll_create1(EPOLL_CLOEXEC)),
+      cache_(ctx.options.mode, std::time(nullptr)),
+      read_buf_(std::make_unique_for_overwrite<char[]>(kReadSize)),
+      out_(kBatchOutput + kReadSize) {
+    if (!ep_) throw_errno("epoll_create1");
+    // The listener is level-triggered: a bounded accept batch leaves the rest
+    // for the next wake-up without losing them.
+    auto lev = event_for(&listen_tag, EPOLLIN);
+    if (::epoll_ctl(ep_.get(), EPOLL_CTL_ADD, listener_.get(), &lev) != 0)
+        throw_errno("epoll_ctl(listener)");
+    auto sev = event_for(&stop_tag, EPOLLIN);
+    if (::epoll_ctl(ep_.get(), EPOLL_CTL_ADD, stop_fd_, &sev) != 0)
+        throw_errno("epoll_ctl(stop)");
+}
+
+void Reactor::run() {
+    epoll_event events[kMaxEvents];
+    while (!(stopping_ && live_ == 0)) {
+        const int n = ::epoll_wait(ep_.get(), events, kMaxEvents, next_timeout_ms());
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            throw_errno("epoll_wait");
+        }
+        // The Date line is re-rendered only when the second changes.
+        cache_.refresh(std::time(nullptr));
+        for (int i = 0; i < n; ++i) dispatch(events[i]);
+        run_ready();
+        run_timers();
+        recycle_closed();
+    }
+}
+
+void Reactor::dispatch(const epoll_event& ev) {
+    if (ev.data.ptr == &listen_tag) return accept_connections();
+    if (ev.data.ptr == &stop_tag) return begin_shutdown();
+    Connection& c = *static_cast<Connection*>(ev.data.ptr);
+    // Closed earlier in this batch (by a timer or shutdown): its object is
+    // recycled only after the batch, so this stale event is harmless.
+    if (c.fd < 0) return;
+    if (c.lingering) return drain_linger(c);
+    if (ev.events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) c.input_ready = true;
+    if ((ev.events & EPOLLOUT) && !c.pending.empty() && !write_pending(c)) return;
+    // While responses wait for the socket, reading pauses: a client that
+    // pipelines without reading is held back by TCP flow control, not by our memory.
+    if (c.input_ready && c.pending.empty()) service(c);
+}
+
+void Reactor::accept_connections() {
+    for (int i = 0; i < kAcceptBatch && listener_; ++i) {
+        const int fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            switch (errno) {
+                case EAGAIN: return;
+                case EINTR:
+                case ECONNABORTED:  // the client gave up while queued
+                case EPROTO:
+                case EPERM:  // a firewall rule refused it
+                    continue;
+                default:  // EMFILE, ENFILE, ENOBUFS, ENOMEM: out of resources
+                    return pause_accepting(errno);
+            }
+        }
+        runtime::set_nodelay(fd);
+        Connection* c;
+        if (!free_.empty()) {
+            c = free_.back();
+            free_.pop_back();
+        } else {
+            c = &pool_.emplace_back(cache_, opts_.limits);
+        }
+        c->fd = fd;
+        // Edge-triggered for both directions, registered once: no epoll_ctl
+        // per short write, no EPOLL_CTL_MOD ever.
+        auto ev = event_for(c, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET);
+        if (::epoll_ctl(ep_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
+            ::close(fd);
+            c->fd = -1;
+            free_.push_back(c);
+            return pause_accepting(errno);
+        }
+        ++live_;
+    }
+}
+
+void Reactor::pause_accepting(int err) {
+    // A level-triggered listener with a full fd table would wake us forever:
+    // leave connections in the backlog and look again shortly.
+    ::epoll_ctl(ep_.get(), EPOLL_CTL_DEL, listener_.get(), nullptr);
+    accept_paused_ = true;
+    const auto now = Clock::now();
+    accept_resume_ = now + kAcceptPause;
+    if (accept_log_.allow(now)) {
+        const unsigned long more = accept_log_.take_suppressed();
+        runtime::log(fmt::format("accept: {}; pausing accepts for {} ms ({} connections open{})",
+                                 std::strerror(err), kAcceptPause.count(), live_,
+                                 more ? fmt::format(", {} more like this", more) : ""));
+    }
+}
+
+void Reactor::resume_accepting() {
+    accept_paused_ = false;
+    if (!listener_) return;
+    auto ev = event_for(&listen_tag, EPOLLIN);
+    if (::epoll_ctl(ep_.get(), EPOLL_CTL_ADD, listener_.get(), &ev) != 0)
+        pause_accepting(errno);
+}
+
+void Reactor::service(Connection& c) {
+    int budget = kReadsPerEvent;
+    while (true) {
+        // Read phase: gather one batch of responses in the thread's buffer.
+        bool drained = false;
+        while (true) {
+            const ssize_t n = ::read(c.fd, read_buf_.get(), kReadSize);
+            if (n > 0) {
+                --budget;
+                const auto r = c.session.feed({read_buf_.get(), static_cast<std::size_t>(n)}, out_);
+                if (r == http::Session::Result::close) {
+                    c.want_close = true;  // what follows is not answered
+                    drained = true;
+                    break;
+                }
+                // A short read emptied the socket; with edge triggering, data
+                // that arrives later raises a new event. This saves the read
+                // that would only return EAGAIN.
+                if (static_cast<std::size_t>(n) < kReadSize) {
+                    drained = true;
+                    break;
+                }
+                if (out_.size() >= kBatchOutput || budget <= 0) break;
+                continue;
+            }
+            if (n == 0) {
+                c.peer_closed = true;
+                drained = true;
+                break;
+            }
+            if (errno == EAGAIN) {
+                drained = true;
+                break;
+            }
+            if (errno == EINTR) continue;
+            out_.clear();  // ECONNRESET and friends: nobody to answer
+            return close_now(c);
+        }
+        c.input_ready = !drained;
+
+        // Write phase: one send() for the whole batch.
+        if (!out_.empty()) {
+            ssize_t w;
+            do {
+                w = ::send(c.fd, out_.data(), out_.size(), MSG_NOSIGNAL);
+            } while (w < 0 && errno == EINTR);
+            if (w < 0 && errno != EAGAIN) {
+                out_.clear();
+                return close_now(c);
+            }
+            const auto sent = static_cast<std::size_t>(w < 0 ? 0 : w);
+            if (sent < out_.size()) {
+                // The socket is full: keep the rest; EPOLLOUT continues it.
+                out_.consume(sent);
+                c.pending.append(out_.view());
+                out_.clear();
+                return;
+            }
+            out_.clear();
+        }
+        if (c.want_close || c.peer_closed) return finish(c);
+        if (drained) return;
+        if (budget <= 0) {
+            if (!c.ready_hook.linked()) ready_.push_back(c);
+            return;
+        }
+    }
+}
+
+bool Reactor::write_pending(Connection& c) {
+    while (!c.pending.empty()) {
+        const ssize_t w = ::send(c.fd, c.pending.data(), c.pending.size(), MSG_NOSIGNAL);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN) return true;
+            close_now(c);
+            return false;
+        }
+        c.pending.consume(static_cast<std::size_t>(w));
+    }
+    // Drained: a backlog of that size was exceptional, give the memory back.
+    c.pending.release();
+    if (c.want_close || c.peer_closed || (stopping_ && c.session.idle())) {
+        finish(c);
+        return false;
+    }
+    return true;
+}
+
+void Reactor::finish(Connection& c) {
+    // Everything we owe the client is written (or the client is gone).
+    if (c.peer_closed) return close_now(c);
+    start_linger(c);
+}
+
+void Reactor::start_linger(Connection& c) {
+    // Closing with unread input makes the kernel send a reset, which can
+    // destroy the response before the client reads it. Shut down our side,
+    // then read and discard until the client closes or the timeout passes.
+    if (opts_.linger_timeout.count() == 0 || ::shutdown(c.fd, SHUT_WR) != 0) return close_now(c);
+    c.lingering = true;
+    c.linger_deadline = Clock::now() + opts_.linger_timeout;
+    lingering_.push_back(c);
+    drain_linger(c);
+}
+
+void Reactor::drain_linger(Connection& c) {
+    for (int i = 0; i < kLingerReadsPerEvent; ++i) {
+        const ssize_t n = ::read(c.fd, read_buf_.get(), kReadSize);
+        if (n > 0) continue;
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EAGAIN) return;
+        return close_now(c);  // EOF: the client closed; or an error
+    }
+    if (!c.ready_hook.linked()) ready_.push_back(c);
+}
+
+void Reactor::close_now(Connection& c) {
+    ::close(c.fd);  // also removes it from the epoll set (never dup'ed)
+    c.fd = -1;
+    ReadyList::remove(c);
+    LingerList::remove(c);
+    c.pending.clear();
+    c.pending.release();
+    closed_.push_back(&c);
+    --live_;
+}
+
+void Reactor::recycle_closed() {
+    for (Connection* c : closed_) {
+        c->session.reset();
+        c->input_ready = c->peer_closed = c->want_close = c->lingering = false;
+        free_.push_back(c);
+    }
+    closed_.clear();
+}
+
+void Reactor::run_ready() {
+    // Each queued connection gets one more turn; those that still have input
+    // queue themselves again for the next iteration.
+    ReadyList batch;
+    ready_.splice_into(batch);
+    while (Connection* c = batch.pop_front()) {
+        if (c->fd < 0) continue;
+        if (c->lingering) {
+            drain_linger(*c);
+        } else if (c->pending.empty()) {
+            service(*c);
+        }
+    }
+}
+
+void Reactor::begin_shutdown() {
+    if (stopping_) return;
+    stopping_ = true;
+    shutdown_deadline_ = Clock::now() + opts_.shutdown_timeout;
+    // The stop eventfd stays readable (it is shared by all threads and never
+    // drained): stop watching it or every epoll_wait returns at once.
+    ::epoll_ctl(ep_.get(), EPOLL_CTL_DEL, stop_fd_, nullptr);
+    // Close the listener first: new connections are refused, not queued.
+    if (!accept_paused_) ::epoll_ctl(ep_.get(), EPOLL_CTL_DEL, listener_.get(), nullptr);
+    listener_.reset();
+    for (Connection& c : pool_) {
+        if (c.fd < 0 || c.lingering) continue;
+        // Any response still to come carries "Connection: close".
+        c.session.request_close();
+        if (c.pending.empty() && c.session.idle() && !c.ready_hook.linked()) close_now(c);
+        // Otherwise a response is being written or a request is partly here:
+        // it finishes, bounded by shutdown_deadline_.
+    }
+}
+
+void Reactor::run_timers() {
+    if (lingering_.empty() && !accept_paused_ && !stopping_) return;
+    const auto now = Clock::now();
+    while (!lingering_.empty() && lingering_.front().linger_deadline <= now)
+        close_now(lingering_.front());
+    if (accept_paused_ && now >= accept_resume_) resume_accepting();
+    if (stopping_ && now >= shutdown_deadline_) {
+        for (Connection& c : pool_)
+            if (c.fd >= 0) close_now(c);
+    }
+}
+
+int Reactor::next_timeout_ms() {
+    if (!ready_.empty()) return 0;
+    if (lingering_.empty() && !accept_paused_ && !stopping_) return -1;
+    Clock::time_point next = Clock::time_point::max();
+    if (!lingering_.empty()) next = lingering_.front().linger_deadline;
+    if (accept_paused_ && accept_resume_ < next) next = accept_resume_;
+    if (stopping_ && shutdown_deadline_ < next) next = shutdown_deadline_;
+    const auto wait = std::chrono::ceil<std::chrono::milliseconds>(next - Clock::now());
+    return wait.count() <= 0 ? 0 : static_cast<int>(std::min<long long>(wait.count(), 60'000));
+}
+
+void run_worker(const runtime::WorkerContext& ctx) { Reactor(ctx).run(); }
+
+}  // namespace sm::epoll
