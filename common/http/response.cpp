@@ -9,10 +9,12 @@
 namespace sm::http {
 namespace {
 
-constexpr std::string_view kTextPlain = "text/plain";
+// Content-Type lines with the Content-Length name that always follows.
+constexpr std::string_view kTextPlain = "Content-Type: text/plain\r\nContent-Length: ";
 // What ASP.NET's minimal-API "Hello World!" sample answers with.
-constexpr std::string_view kTextPlainUtf8 = "text/plain; charset=utf-8";
-constexpr std::string_view kApplicationJson = "application/json";
+constexpr std::string_view kTextPlainUtf8 =
+    "Content-Type: text/plain; charset=utf-8\r\nContent-Length: ";
+constexpr std::string_view kApplicationJson = "Content-Type: application/json\r\nContent-Length: ";
 constexpr std::string_view kRootBody = "Hello World!";
 
 constexpr std::string_view status_line(Status s) noexcept {
@@ -74,39 +76,36 @@ ResponseCache::ResponseCache(ResponseMode mode, std::time_t now) : mode_(mode) {
 }
 
 bool ResponseCache::refresh(std::time_t now) {
-    if (now == second_) return false;
+    if (rendered_ && now == second_) return false;
+    rendered_ = true;
     second_ = now;
     std::tm tm{};
     gmtime_r(&now, &tm);
     // IMF-fixdate (RFC 9110 5.6.7). strftime's %a and %b are English in the
     // "C" locale, which the servers never change.
-    date_len_ = std::strftime(date_.data(), date_.size(), "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
+    static_assert(kServerLine.substr(8, kServerName.size()) == kServerName);
+    std::memcpy(common_.data(), kServerLine.data(), kServerLine.size());
+    common_len_ = kServerLine.size() +
+                  std::strftime(common_.data() + kServerLine.size(),
+                                common_.size() - kServerLine.size(),
+                                "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
     if (mode_ == ResponseMode::cached) render_cached();
     return true;
 }
 
-void ResponseCache::compose(ByteBuffer& out, Status status, std::string_view content_type,
+void ResponseCache::compose(ByteBuffer& out, Status status, std::string_view type_line,
                             std::string_view body, bool head, Persistence p) const {
-    static constexpr std::string_view kServer = "Server: servermodels\r\n";
-    static constexpr std::string_view kType = "Content-Type: ";
-    static constexpr std::string_view kLength = "\r\nContent-Length: ";
     static constexpr std::string_view kAllow = "Allow: GET, HEAD\r\n";
-    static_assert(kServer.substr(8, kServerName.size()) == kServerName);
-
     const std::string_view first = status_line(status);
     const std::string_view connection = persistence_line(p);
     const std::string_view allow = status == Status::method_not_allowed ? kAllow : "";
-    const std::size_t worst = first.size() + kServer.size() + date_len_ + kType.size() +
-                              content_type.size() + kLength.size() + 20 + 2 + connection.size() +
-                              allow.size() + 2 + body.size();
+    const std::size_t worst = first.size() + common_len_ + type_line.size() + 20 + 2 +
+                              connection.size() + allow.size() + 2 + body.size();
 
     char* const start = out.prepare(worst);
     char* w = put(start, first);
-    w = put(w, kServer);
-    w = put(w, date_line());
-    w = put(w, kType);
-    w = put(w, content_type);
-    w = put(w, kLength);
+    w = put(w, {common_.data(), common_len_});
+    w = put(w, type_line);
     w = std::to_chars(w, w + 20, body.size()).ptr;
     w = put(w, "\r\n");
     w = put(w, connection);

@@ -57,7 +57,9 @@ public:
     [[nodiscard]] ResponseMode mode() const noexcept { return mode_; }
     [[nodiscard]] std::time_t second() const noexcept { return second_; }
     // The "Date: <IMF-fixdate>\r\n" line of the current second.
-    [[nodiscard]] std::string_view date_line() const noexcept { return {date_.data(), date_len_}; }
+    [[nodiscard]] std::string_view date_line() const noexcept {
+        return {common_.data() + kServerLine.size(), common_len_ - kServerLine.size()};
+    }
 
     // Appends the response for a GET or HEAD of a known endpoint.
     void write_endpoint(Endpoint e, bool head, Persistence p, ByteBuffer& out) const;
@@ -68,14 +70,19 @@ public:
                      ByteBuffer& out) const;
 
 private:
-    void compose(ByteBuffer& out, Status status, std::string_view content_type,
+    static constexpr std::string_view kServerLine = "Server: servermodels\r\n";
+
+    // type_line: "Content-Type: <type>\r\nContent-Length: " (see response.cpp).
+    void compose(ByteBuffer& out, Status status, std::string_view type_line,
                  std::string_view body, bool head, Persistence p) const;
     void render_cached();
 
     ResponseMode mode_;
-    std::time_t second_ = -1;
-    std::array<char, 64> date_{};
-    std::size_t date_len_ = 0;
+    std::time_t second_ = 0;
+    bool rendered_ = false;  // any time_t, -1 included, is a valid second
+    // "Server: ...\r\nDate: ...\r\n": the lines every response shares, one copy.
+    std::array<char, 96> common_{};
+    std::size_t common_len_ = 0;
     // cached mode: [endpoint][head] for keep-alive responses
     std::array<std::array<std::string, 2>, 3> cached_;
 };

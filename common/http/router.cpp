@@ -27,8 +27,12 @@ Endpoint endpoint_for_path(std::string_view path) noexcept {
 }
 
 Route route(Method method, std::string_view target) noexcept {
+    return route_path(method, target_path(target));
+}
+
+Route route_path(Method method, std::string_view path) noexcept {
     Route r;
-    r.endpoint = endpoint_for_path(target_path(target));
+    r.endpoint = endpoint_for_path(path);
     r.head = method == Method::head;
     r.method_allowed = r.endpoint != Endpoint::none && method != Method::other;
     return r;

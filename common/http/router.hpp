@@ -23,6 +23,8 @@ std::string_view target_path(std::string_view target) noexcept;
 Endpoint endpoint_for_path(std::string_view path) noexcept;
 
 Route route(Method method, std::string_view target) noexcept;
+// The same for a path already cut from its target (no query or fragment).
+Route route_path(Method method, std::string_view path) noexcept;
 
 // The Allow header value for known endpoints.
 inline constexpr std::string_view kAllowedMethods = "GET, HEAD";

@@ -150,8 +150,14 @@ void Session::respond() noexcept {
     const Method method = parser_.method == HTTP_GET    ? Method::get
                           : parser_.method == HTTP_HEAD ? Method::head
                                                         : Method::other;
-    const Route r = target_overflow_ ? Route{Endpoint::none, false, method == Method::head}
-                                     : route(method, {target_.data(), target_len_});
+    // The stored target is already cut at '?' or '#': an origin-form target
+    // is the path itself; only absolute-form needs target_path().
+    const std::string_view stored{target_.data(), target_len_};
+    const Route r =
+        target_overflow_ ? Route{Endpoint::none, false, method == Method::head}
+                         : route_path(method, !stored.empty() && stored.front() == '/'
+                                                  ? stored
+                                                  : target_path(stored));
     if (r.method_allowed) {
         cache_->write_endpoint(r.endpoint, r.head, persistence, *out_);
     } else {
@@ -161,6 +167,7 @@ void Session::respond() noexcept {
     }
     ++responses_;
     in_message_ = false;
+    method_known_ = false;  // an error before the next request line is no HEAD response
     phase_ = Phase::head;
     guard_.start_head();
     if (persistence == Persistence::close) closed_ = true;

@@ -97,6 +97,7 @@ void Reactor::dispatch(const epoll_event& ev) {
     if (c.fd < 0) return;
     if (c.lingering) return drain_linger(c);
     if (ev.events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) c.input_ready = true;
+    if (ev.events & (EPOLLRDHUP | EPOLLHUP)) c.peer_fin_seen = true;
     if ((ev.events & EPOLLOUT) && !c.pending.empty() && !write_pending(c)) return;
     // While responses wait for the socket, reading pauses: a client that
     // pipelines without reading is held back by TCP flow control, not by our memory.
@@ -180,8 +181,9 @@ void Reactor::service(Connection& c) {
                 }
                 // A short read emptied the socket; with edge triggering, data
                 // that arrives later raises a new event. This saves the read
-                // that would only return EAGAIN.
-                if (static_cast<std::size_t>(n) < kReadSize) {
+                // that would only return EAGAIN. Not so once the client's FIN
+                // came with the same edge: no new event will announce the EOF.
+                if (static_cast<std::size_t>(n) < kReadSize && !c.peer_fin_seen) {
                     drained = true;
                     break;
                 }
@@ -294,7 +296,7 @@ void Reactor::close_now(Connection& c) {
 void Reactor::recycle_closed() {
     for (Connection* c : closed_) {
         c->session.reset();
-        c->input_ready = c->peer_closed = c->want_close = c->lingering = false;
+        c->input_ready = c->peer_closed = c->peer_fin_seen = c->want_close = c->lingering = false;
         free_.push_back(c);
     }
     closed_.clear();

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Quick start: installs what is missing, builds Release and starts server-epoll
+# in the foreground (Ctrl-C stops it). Arguments go to the server, e.g.
+#   scripts/start.sh --port 9000 --threads 2 --mode cached
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/deps.sh
+cmake --preset release >/dev/null
+cmake --build --preset release
+
+bin=build/release/servers/epoll/server-epoll
+port=8080
+args=("$@")
+for ((i = 0; i < ${#args[@]}; i++)); do
+  case "${args[i]}" in
+    -p|--port) port="${args[i+1]:-$port}" ;;
+    --port=*) port="${args[i]#--port=}" ;;
+  esac
+done
+
+cat <<MSG
+
+server-epoll is starting in the foreground (Ctrl-C stops it). Try it from another shell:
+  curl -i http://127.0.0.1:${port}/plaintext
+  curl -i http://127.0.0.1:${port}/json
+  wrk -t1 -c64 -d10s http://127.0.0.1:${port}/plaintext
+Compare it with nginx on this machine (CPU per request, with and without pipelining):
+  scripts/deps.sh bench && python3 bench/wrk/run.py
+All options: ${bin} --help
+
+MSG
+exec "${bin}" "$@"

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds and runs the whole test suite: unit tests
+# and the conformance suite against every server binary, once in a Release
+# build with warnings as errors and once under AddressSanitizer +
+# UndefinedBehaviorSanitizer.
+#   scripts/test.sh                   both builds (what CI runs)
+#   scripts/test.sh --preset release  one preset (release, debug, asan, tsan, ci)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+presets=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --preset) presets+=("${2:?--preset needs a name}"); shift 2 ;;
+    --preset=*) presets+=("${1#--preset=}"); shift ;;
+    -h|--help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "test.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+[ ${#presets[@]} -gt 0 ] || presets=(ci asan)
+
+scripts/deps.sh
+jobs=$(nproc)
+for preset in "${presets[@]}"; do
+  echo "== ${preset}: configure and build"
+  cmake --preset "${preset}" >/dev/null
+  cmake --build --preset "${preset}" -j "${jobs}"
+  echo "== ${preset}: tests"
+  ctest --preset "${preset}" -j "${jobs}" --timeout 300
+done
+echo "== all tests passed (${presets[*]})"
