@@ -46,7 +46,7 @@ void Session::reset() noexcept {
     uri_bytes_ = header_count_ = 0;
     body_bytes_ = responses_ = 0;
     target_len_ = 0;
-    target_overflow_ = target_done_ = false;
+    target_state_ = TargetState::start;
 }
 
 Session::Result Session::feed(std::span<const char> in, ByteBuffer& out) noexcept {
@@ -150,14 +150,7 @@ void Session::respond() noexcept {
     const Method method = parser_.method == HTTP_GET    ? Method::get
                           : parser_.method == HTTP_HEAD ? Method::head
                                                         : Method::other;
-    // The stored target is already cut at '?' or '#': an origin-form target
-    // is the path itself; only absolute-form needs target_path().
-    const std::string_view stored{target_.data(), target_len_};
-    const Route r =
-        target_overflow_ ? Route{Endpoint::none, false, method == Method::head}
-                         : route_path(method, !stored.empty() && stored.front() == '/'
-                                                  ? stored
-                                                  : target_path(stored));
+    const Route r = route_path(method, target_path());
     if (r.method_allowed) {
         cache_->write_endpoint(r.endpoint, r.head, persistence, *out_);
     } else {
@@ -192,7 +185,7 @@ int Session::on_message_begin(llhttp_t* p) noexcept {
     s.uri_bytes_ = s.header_count_ = 0;
     s.body_bytes_ = 0;
     s.target_len_ = 0;
-    s.target_overflow_ = s.target_done_ = false;
+    s.target_state_ = TargetState::start;
     return 0;
 }
 
@@ -202,19 +195,60 @@ int Session::on_url(llhttp_t* p, const char* at, std::size_t n) noexcept {
     s.uri_bytes_ += n;
     if (s.uri_bytes_ > s.limits_->max_uri_bytes)
         return s.fail_in_callback(Status::uri_too_long, "request target longer than the limit");
-    if (s.target_done_) return 0;
-    // Keep the target up to the query or fragment: that is all routing needs.
-    std::size_t take = 0;
-    while (take < n && at[take] != '?' && at[take] != '#') ++take;
-    if (take < n) s.target_done_ = true;
-    const std::size_t room = s.target_.size() - s.target_len_;
-    if (take > room) {
-        s.target_overflow_ = s.target_done_ = true;
-        return 0;
-    }
-    std::memcpy(s.target_.data() + s.target_len_, at, take);
-    s.target_len_ = static_cast<std::uint8_t>(s.target_len_ + take);
+    s.scan_target(at, n);
     return 0;
+}
+
+void Session::scan_target(const char* at, std::size_t n) noexcept {
+    std::size_t i = 0;
+    // Absolute-form prefix, byte by byte (rare; origin-form leaves at once).
+    // The '/' that starts the path stays unconsumed: it is part of the path.
+    while (i < n && target_state_ < TargetState::path) {
+        const char c = at[i];
+        switch (target_state_) {
+            case TargetState::start:
+                if (c == '/') target_state_ = TargetState::path;
+                else target_state_ = c == '*' ? TargetState::none : TargetState::scheme;
+                break;
+            case TargetState::scheme:
+                if (c == ':') target_state_ = TargetState::colon;
+                break;
+            case TargetState::colon:
+                target_state_ = c == '/' ? TargetState::slash : TargetState::none;
+                break;
+            case TargetState::slash:
+                target_state_ = c == '/' ? TargetState::authority : TargetState::none;
+                break;
+            case TargetState::authority:
+                if (c == '/') target_state_ = TargetState::path;
+                else if (c == '?' || c == '#') target_state_ = TargetState::done;  // empty path: "/"
+                break;
+            default: break;
+        }
+        if (target_state_ != TargetState::path) ++i;
+    }
+    if (target_state_ != TargetState::path) return;
+    std::size_t end = i;
+    while (end < n && at[end] != '?' && at[end] != '#') ++end;
+    const std::size_t take = end - i;
+    if (take > target_.size() - target_len_) {
+        target_state_ = TargetState::overflow;
+        return;
+    }
+    std::memcpy(target_.data() + target_len_, at + i, take);
+    target_len_ = static_cast<std::uint8_t>(target_len_ + take);
+    if (end < n) target_state_ = TargetState::done;
+}
+
+std::string_view Session::target_path() const noexcept {
+    switch (target_state_) {
+        case TargetState::path:
+        case TargetState::done:
+            // "http://host?q" has an empty path, which means "/".
+            return target_len_ != 0 ? std::string_view{target_.data(), target_len_} : "/";
+        case TargetState::authority: return "/";  // "http://host"
+        default: return {};
+    }
 }
 
 int Session::on_header_field_complete(llhttp_t* p) noexcept {

@@ -85,11 +85,26 @@ private:
     std::size_t header_count_ = 0;
     std::uint64_t body_bytes_ = 0;
     std::uint64_t responses_ = 0;
-    // The target up to '?' or '#', enough for routing: longer paths are not ours.
+    // Where on_url is inside the request target. Absolute-form targets
+    // ("http://host/path") have their scheme and authority skipped, whatever
+    // their length; only the path up to '?' or '#' is kept for routing.
+    enum class TargetState : std::uint8_t {
+        start,      // nothing seen yet
+        scheme,     // absolute-form: before "://"
+        colon,      // ":" seen
+        slash,      // ":/" seen
+        authority,  // "://" seen, before the path
+        path,       // keeping bytes in target_
+        done,       // '?' or '#' ended the path
+        overflow,   // a path longer than target_: no endpoint of ours
+        none,       // asterisk- or authority-form, or malformed: no path
+    };
+    void scan_target(const char* at, std::size_t n) noexcept;
+    [[nodiscard]] std::string_view target_path() const noexcept;
+
     std::array<char, 128> target_{};
     std::uint8_t target_len_ = 0;
-    bool target_overflow_ = false;
-    bool target_done_ = false;
+    TargetState target_state_ = TargetState::start;
 };
 
 }  // namespace sm::http

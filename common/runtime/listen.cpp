@@ -25,7 +25,7 @@ Resolved resolve(const std::string& address, std::uint16_t port) {
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV | AI_NUMERICHOST;
     addrinfo* res = nullptr;
     const std::string service = std::to_string(port);
     if (const int rc = getaddrinfo(address.empty() ? nullptr : address.c_str(), service.c_str(),

@@ -1,5 +1,7 @@
 #include "runtime/options.hpp"
 
+#include <arpa/inet.h>
+
 #include <CLI/CLI.hpp>
 #include <llhttp.h>
 #include <fmt/core.h>
@@ -11,6 +13,11 @@
 
 namespace sm::runtime {
 namespace {
+
+bool is_ip_address(const std::string& s) {
+    unsigned char buf[16];
+    return inet_pton(AF_INET, s.c_str(), buf) == 1 || inet_pton(AF_INET6, s.c_str(), buf) == 1;
+}
 
 std::chrono::milliseconds to_ms(double seconds) {
     return std::chrono::milliseconds(static_cast<long long>(std::llround(seconds * 1000.0)));
@@ -35,6 +42,13 @@ ParsedOptions parse_server_options(std::string_view model, std::string_view desc
 
     app.add_option("-a,--address", o.address,
                    "Address to listen on: IPv4 or IPv6, 0.0.0.0 or :: for all interfaces")
+        ->check(
+            [](const std::string& s) {
+                return is_ip_address(s)
+                           ? std::string()
+                           : "'" + s + "' is not an IPv4 or IPv6 address (e.g. 127.0.0.1, ::1, 0.0.0.0)";
+            },
+            "IP")
         ->capture_default_str();
     app.add_option("-p,--port", o.port, "TCP port; 0 picks a free one (the ready line shows it)")
         ->capture_default_str();

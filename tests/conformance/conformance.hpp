@@ -1,0 +1,69 @@
+// Shared pieces of the conformance suite. The suite runs unchanged against
+// every model binary: ctest passes the binary and the model's name in
+// SM_SERVER_BINARY and SM_MODEL (see CMakeLists.txt).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "support/http_client.hpp"
+#include "support/server_process.hpp"
+
+namespace sm::test::conformance {
+
+using namespace std::chrono_literals;
+
+struct Target {
+    std::string binary;  // SM_SERVER_BINARY
+    std::string model;   // SM_MODEL: "epoll"
+};
+
+// The binary under test. Throws, saying how to run the suite, when the
+// environment does not name one (listing the tests needs no environment).
+const Target& target();
+
+// Starts the server under test on 127.0.0.1 with a free port (never a fixed
+// one), `extra` appended to "--address 127.0.0.1 --port 0".
+std::unique_ptr<ServerProcess> start_server(const std::vector<std::string>& extra = {});
+
+// A client connection to `server` (every wait bounded by io_timeout).
+Connection connect(const ServerProcess& server, std::chrono::milliseconds io_timeout = 5s,
+                   int receive_buffer = 0);
+
+// The server's descriptor count when idle, taken after a few warm-up
+// connections (so per-thread resources a model creates lazily are counted)
+// once the count has stopped changing. Pair with require_back().
+class FdBaseline {
+  public:
+    explicit FdBaseline(ServerProcess& server);
+    [[nodiscard]] std::size_t count() const noexcept { return count_; }
+    // Fails the test unless the count returns to the baseline within a few
+    // seconds (a lingering close may take a moment). Call after every client
+    // of the test has closed.
+    void require_back() const;
+
+  private:
+    ServerProcess& server_;
+    std::size_t count_ = 0;
+};
+
+// Checks every response must pass: Server: servermodels once, one Date that
+// is a valid IMF-fixdate within a few seconds of this machine's clock, one
+// Content-Length equal to the body length (or, for HEAD, the body is empty).
+void check_common_headers(const Response& r, Expect expect = Expect::body);
+
+// The raw response with the Date field's value replaced by a fixed string.
+std::string without_date(std::string_view raw);
+
+inline constexpr std::string_view kPlaintextBody = "Hello, World!";
+inline constexpr std::string_view kJsonBody = R"({"message":"Hello, World!"})";
+inline constexpr std::string_view kRootBody = "Hello World!";
+
+// Requests as TechEmpower's verifier and load generator send them.
+std::string techempower_request(std::string_view target);
+
+}  // namespace sm::test::conformance

@@ -1,0 +1,399 @@
+#include "support/server_process.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/close_range.h>
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+#include <string_view>
+
+#include "support/wait.hpp"
+
+namespace sm::test {
+namespace {
+
+std::string errno_text(std::string_view what, int err) {
+    return std::string(what) + ": " + std::strerror(err);
+}
+
+// Everything written to a memfd so far (read with pread: the child shares the offset).
+std::string read_memfd(int fd) {
+    std::string text;
+    if (fd < 0) return text;
+    std::array<char, 4096> buf{};
+    off_t offset = 0;
+    for (;;) {
+        const ssize_t n = ::pread(fd, buf.data(), buf.size(), offset);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        text.append(buf.data(), static_cast<std::size_t>(n));
+        offset += n;
+    }
+    return text;
+}
+
+int make_memfd(const char* name) {
+    const int fd = ::memfd_create(name, MFD_CLOEXEC);
+    if (fd < 0) throw std::runtime_error(errno_text("memfd_create", errno));
+    return fd;
+}
+
+ExitStatus decode(int wstatus) {
+    ExitStatus s;
+    if (WIFEXITED(wstatus)) {
+        s.exited = true;
+        s.code = WEXITSTATUS(wstatus);
+    } else if (WIFSIGNALED(wstatus)) {
+        s.signal = WTERMSIG(wstatus);
+    }
+    return s;
+}
+
+// Reaps `pid` if it has ended within `timeout`.
+std::optional<ExitStatus> wait_pid(pid_t pid, std::chrono::milliseconds timeout) {
+    std::optional<ExitStatus> result;
+    eventually(
+        [&] {
+            int wstatus = 0;
+            const pid_t r = ::waitpid(pid, &wstatus, WNOHANG);
+            if (r == pid) {
+                result = decode(wstatus);
+                return true;
+            }
+            if (r < 0 && errno != EINTR) {
+                // ECHILD: someone else reaped it; report it as gone.
+                result = ExitStatus{};
+                return true;
+            }
+            return false;
+        },
+        timeout, 2ms);
+    return result;
+}
+
+ExitStatus kill_and_wait(pid_t pid) {
+    ::kill(pid, SIGKILL);
+    int wstatus = 0;
+    pid_t r = 0;
+    do {
+        r = ::waitpid(pid, &wstatus, 0);
+    } while (r < 0 && errno == EINTR);
+    ExitStatus s = r == pid ? decode(wstatus) : ExitStatus{};
+    s.timed_out = true;
+    return s;
+}
+
+std::string join_command(const std::string& binary, const std::vector<std::string>& args) {
+    std::string s = binary;
+    for (const auto& a : args)
+        s += " " + a;
+    return s;
+}
+
+struct Child {
+    pid_t pid = -1;
+};
+
+// fork + exec with stdin on /dev/null and stdout/stderr on the given
+// descriptors. The child dies with the test process (PR_SET_PDEATHSIG), starts
+// with default signal dispositions and an empty mask, and inherits no other
+// descriptor. Throws with errno when exec fails.
+Child spawn(const std::string& binary, const std::vector<std::string>& args, int out_fd,
+            int err_fd) {
+    std::vector<std::string> argv_store;
+    argv_store.reserve(args.size() + 1);
+    argv_store.push_back(binary);
+    argv_store.insert(argv_store.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : argv_store)
+        argv.push_back(a.data());
+    argv.push_back(nullptr);
+
+    // Carries errno from a failed exec; closed by exec on success.
+    std::array<int, 2> errpipe{-1, -1};
+    if (::pipe2(errpipe.data(), O_CLOEXEC) != 0)
+        throw std::runtime_error(errno_text("pipe2", errno));
+
+    const pid_t parent = ::getpid();
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+        const int err = errno;
+        ::close(errpipe[0]);
+        ::close(errpipe[1]);
+        throw std::runtime_error(errno_text("fork", err));
+    }
+    if (pid == 0) {
+        // Child: async-signal-safe calls only until exec.
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (::getppid() != parent) ::_exit(127);
+        struct sigaction dfl {};
+        dfl.sa_handler = SIG_DFL;
+        for (const int sig : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT})
+            ::sigaction(sig, &dfl, nullptr);
+        sigset_t none;
+        ::sigemptyset(&none);
+        ::sigprocmask(SIG_SETMASK, &none, nullptr);
+        const int null_fd = ::open("/dev/null", O_RDONLY);
+        if (null_fd >= 0 && null_fd != 0) ::dup2(null_fd, 0);
+        ::dup2(out_fd, 1);
+        ::dup2(err_fd, 2);
+        // Descriptors the test process opened without O_CLOEXEC must not leak
+        // into the server: they would show up in its fd count and keep
+        // sockets open.
+        ::syscall(SYS_close_range, 3u, ~0u, CLOSE_RANGE_CLOEXEC);
+        ::execv(binary.c_str(), argv.data());
+        const int err = errno;
+        [[maybe_unused]] const auto n = ::write(errpipe[1], &err, sizeof err);
+        ::_exit(127);
+    }
+    ::close(errpipe[1]);
+    int err = 0;
+    ssize_t n = 0;
+    do {
+        n = ::read(errpipe[0], &err, sizeof err);
+    } while (n < 0 && errno == EINTR);
+    ::close(errpipe[0]);
+    if (n == static_cast<ssize_t>(sizeof err)) {
+        int wstatus = 0;
+        ::waitpid(pid, &wstatus, 0);
+        throw std::runtime_error(errno_text("cannot run " + binary, err));
+    }
+    return Child{pid};
+}
+
+}  // namespace
+
+std::string ExitStatus::describe() const {
+    std::string s;
+    if (exited) {
+        s = "exited with code " + std::to_string(code);
+    } else if (signal != 0) {
+        s = "killed by signal " + std::to_string(signal) + " (" + ::strsignal(signal) + ")";
+    } else {
+        s = "ended with an unknown status";
+    }
+    if (timed_out) s = "did not exit in time, so it was killed with SIGKILL; " + s;
+    return s;
+}
+
+RunResult run_to_exit(const std::string& binary, const std::vector<std::string>& args,
+                      std::chrono::milliseconds timeout) {
+    const int out = make_memfd("sm-run-stdout");
+    int err = -1;
+    RunResult r;
+    try {
+        err = make_memfd("sm-run-stderr");
+        const Child child = spawn(binary, args, out, err);
+        auto status = wait_pid(child.pid, timeout);
+        r.status = status ? *status : kill_and_wait(child.pid);
+    } catch (...) {
+        ::close(out);
+        if (err >= 0) ::close(err);
+        throw;
+    }
+    r.out = read_memfd(out);
+    r.err = read_memfd(err);
+    ::close(out);
+    ::close(err);
+    return r;
+}
+
+ServerProcess::ServerProcess(const std::string& binary, const std::vector<std::string>& args,
+                             std::chrono::milliseconds ready_timeout)
+    : command_line_(join_command(binary, args)) {
+    std::array<int, 2> out{-1, -1};
+    if (::pipe2(out.data(), O_CLOEXEC) != 0) throw std::runtime_error(errno_text("pipe2", errno));
+    stdout_fd_ = out[0];
+    try {
+        stderr_fd_ = make_memfd("sm-server-stderr");
+        pid_ = spawn(binary, args, out[1], stderr_fd_).pid;
+    } catch (...) {
+        ::close(out[0]);
+        ::close(out[1]);
+        if (stderr_fd_ >= 0) ::close(stderr_fd_);
+        throw;
+    }
+    ::close(out[1]);
+    wait_ready(ready_timeout);
+
+    drain_ = std::jthread([this](std::stop_token stop) {
+        std::array<char, 4096> buf{};
+        pollfd p{stdout_fd_, POLLIN, 0};
+        for (;;) {
+            const int ready = ::poll(&p, 1, 50);
+            if (ready < 0 && errno != EINTR) return;
+            if (ready <= 0) {
+                if (stop.stop_requested()) return;
+                continue;
+            }
+            const ssize_t n = ::read(stdout_fd_, buf.data(), buf.size());
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) return;  // EOF: the server has exited
+            const std::lock_guard lock(out_mutex_);
+            out_rest_.append(buf.data(), static_cast<std::size_t>(n));
+        }
+    });
+}
+
+void ServerProcess::wait_ready(std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::string got;
+    std::array<char, 512> buf{};
+    for (;;) {
+        const auto nl = got.find('\n');
+        if (nl != std::string::npos) {
+            ready_line_ = got.substr(0, nl);
+            out_rest_ = got.substr(nl + 1);
+            break;
+        }
+        pollfd p{stdout_fd_, POLLIN, 0};
+        const int ready = ::poll(&p, 1, remaining_ms(deadline));
+        if (ready < 0 && errno == EINTR) continue;
+        if (ready < 0) fail_start(errno_text("poll on the server's stdout", errno));
+        if (ready == 0) {
+            fail_start("no ready line within " + std::to_string(timeout.count()) +
+                       " ms (stdout so far: \"" + got + "\")");
+        }
+        const ssize_t n = ::read(stdout_fd_, buf.data(), buf.size());
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            // EOF before the ready line: the server exited (or closed stdout).
+            status_ = wait_pid(pid_, 2s);
+            fail_start("stdout closed before the ready line (" +
+                       (status_ ? status_->describe() : std::string("still running")) +
+                       "; stdout: \"" + got + "\")");
+        }
+        got.append(buf.data(), static_cast<std::size_t>(n));
+    }
+
+    // "listening on http://HOST:PORT model=..." with HOST "[v6]" or "v4".
+    constexpr std::string_view prefix = "listening on http://";
+    std::string_view rest = ready_line_;
+    if (!rest.starts_with(prefix)) fail_start("unexpected ready line \"" + ready_line_ + "\"");
+    rest.remove_prefix(prefix.size());
+    std::size_t host_end = 0;
+    if (rest.starts_with('[')) {
+        host_end = rest.find(']');
+        if (host_end == std::string_view::npos)
+            fail_start("no ']' in the ready line \"" + ready_line_ + "\"");
+        host_ = std::string(rest.substr(1, host_end - 1));
+        ++host_end;
+    } else {
+        host_end = rest.find(':');
+        if (host_end == std::string_view::npos)
+            fail_start("no port in the ready line \"" + ready_line_ + "\"");
+        host_ = std::string(rest.substr(0, host_end));
+    }
+    rest.remove_prefix(host_end);
+    if (!rest.starts_with(':')) fail_start("no port in the ready line \"" + ready_line_ + "\"");
+    rest.remove_prefix(1);
+    unsigned long port = 0;
+    std::size_t digits = 0;
+    while (digits < rest.size() && rest[digits] >= '0' && rest[digits] <= '9' && digits < 6) {
+        port = port * 10 + static_cast<unsigned long>(rest[digits] - '0');
+        ++digits;
+    }
+    if (digits == 0 || port == 0 || port > 65535)
+        fail_start("bad port in the ready line \"" + ready_line_ + "\"");
+    port_ = static_cast<std::uint16_t>(port);
+}
+
+void ServerProcess::fail_start(const std::string& what) {
+    std::string message = command_line_ + ": " + what;
+    if (!status_ && pid_ > 0) {
+        status_ = kill_and_wait(pid_);
+    }
+    message += "\n--- server stderr ---\n" + read_memfd(stderr_fd_) + "--- end of stderr ---";
+    ::close(stdout_fd_);
+    ::close(stderr_fd_);
+    stdout_fd_ = stderr_fd_ = -1;
+    throw std::runtime_error(message);
+}
+
+ServerProcess::~ServerProcess() {
+    kill_and_reap();
+    if (drain_.joinable()) {
+        drain_.request_stop();
+        drain_.join();
+    }
+    if (stdout_fd_ >= 0) ::close(stdout_fd_);
+    if (stderr_fd_ >= 0) ::close(stderr_fd_);
+}
+
+void ServerProcess::kill_and_reap() noexcept {
+    if (pid_ > 0 && !status_) status_ = kill_and_wait(pid_);
+}
+
+void ServerProcess::signal(int sig) const {
+    if (status_) throw std::runtime_error("cannot signal the server: it has already exited");
+    if (::kill(pid_, sig) != 0) throw std::runtime_error(errno_text("kill", errno));
+}
+
+std::optional<ExitStatus> ServerProcess::wait_exit(std::chrono::milliseconds timeout) {
+    if (!status_) status_ = wait_pid(pid_, timeout);
+    return status_;
+}
+
+ExitStatus ServerProcess::stop(int sig, std::chrono::milliseconds timeout) {
+    if (status_) return *status_;
+    signal(sig);
+    if (auto s = wait_exit(timeout)) return *s;
+    status_ = kill_and_wait(pid_);
+    return *status_;
+}
+
+bool ServerProcess::running() {
+    return !wait_exit(0ms).has_value();
+}
+
+std::size_t ServerProcess::open_fd_count() const {
+    if (status_) throw std::runtime_error("the server has exited: no descriptors to count");
+    const std::string dir = "/proc/" + std::to_string(pid_) + "/fd";
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) throw std::runtime_error(errno_text("opendir " + dir, errno));
+    std::size_t count = 0;
+    while (const dirent* e = ::readdir(d)) {
+        if (e->d_name[0] != '.') ++count;
+    }
+    ::closedir(d);
+    return count;
+}
+
+std::string ServerProcess::describe_fds() const {
+    if (status_) return "(the server has exited)";
+    const std::string dir = "/proc/" + std::to_string(pid_) + "/fd";
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) return errno_text("opendir " + dir, errno);
+    std::string s;
+    std::array<char, 256> target{};
+    while (const dirent* e = ::readdir(d)) {
+        if (e->d_name[0] == '.') continue;
+        const std::string path = dir + "/" + e->d_name;
+        const ssize_t n = ::readlink(path.c_str(), target.data(), target.size() - 1);
+        s += std::string(e->d_name) + " -> " +
+             (n >= 0 ? std::string(target.data(), static_cast<std::size_t>(n)) : "?") + "\n";
+    }
+    ::closedir(d);
+    return s;
+}
+
+std::string ServerProcess::stderr_text() const {
+    return read_memfd(stderr_fd_);
+}
+
+std::string ServerProcess::stdout_text() const {
+    const std::lock_guard lock(out_mutex_);
+    return out_rest_;
+}
+
+}  // namespace sm::test

@@ -1,0 +1,106 @@
+// A server binary run as a child process: started with arguments, ready once
+// it prints its "listening on http://HOST:PORT ..." line, stopped with a signal
+// and reaped. Every wait is bounded; the destructor kills and reaps a server
+// that is still running, so a failing test never leaves one behind.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace sm::test {
+
+using namespace std::chrono_literals;
+
+// How a child process ended.
+struct ExitStatus {
+    bool exited = false;  // exit() or return from main: `code` is valid
+    int code = -1;
+    int signal = 0;          // killed by this signal
+    bool timed_out = false;  // did not end in time: it was killed with SIGKILL
+
+    // Exited by itself with code 0.
+    [[nodiscard]] bool clean() const noexcept { return exited && code == 0 && !timed_out; }
+    [[nodiscard]] std::string describe() const;
+};
+
+// The output of a command run to completion (--help, a bad option).
+struct RunResult {
+    ExitStatus status;
+    std::string out;
+    std::string err;
+};
+
+// Runs `binary args...` with stdin on /dev/null and returns what it printed
+// and how it ended; killed (status.timed_out) if it runs longer than `timeout`.
+RunResult run_to_exit(const std::string& binary, const std::vector<std::string>& args,
+                      std::chrono::milliseconds timeout = 10s);
+
+class ServerProcess {
+  public:
+    // Starts the server and waits up to `ready_timeout` for the ready line.
+    // Throws std::runtime_error, with the server's stderr, when it cannot be
+    // started, exits early, prints something else or is not ready in time.
+    ServerProcess(const std::string& binary, const std::vector<std::string>& args,
+                  std::chrono::milliseconds ready_timeout = 10s);
+    ~ServerProcess();
+    ServerProcess(const ServerProcess&) = delete;
+    ServerProcess& operator=(const ServerProcess&) = delete;
+
+    [[nodiscard]] pid_t pid() const noexcept { return pid_; }
+    // From the ready line: "127.0.0.1" or "::1" (without brackets) and the port.
+    [[nodiscard]] const std::string& host() const noexcept { return host_; }
+    [[nodiscard]] std::uint16_t port() const noexcept { return port_; }
+    // The ready line without its newline.
+    [[nodiscard]] const std::string& ready_line() const noexcept { return ready_line_; }
+    // "server-epoll --port 0 ..." for messages.
+    [[nodiscard]] const std::string& command_line() const noexcept { return command_line_; }
+
+    // Sends `sig`; throws if the process is already reaped.
+    void signal(int sig) const;
+    // Waits up to `timeout` for the process to end and reaps it; nothing if it
+    // is still running then. Once reaped, returns the same status again.
+    std::optional<ExitStatus> wait_exit(std::chrono::milliseconds timeout);
+    // Sends `sig` and waits up to `timeout`; if the process is still running
+    // it is killed with SIGKILL and the status says timed_out.
+    ExitStatus stop(int sig = SIGTERM, std::chrono::milliseconds timeout = 10s);
+    [[nodiscard]] bool running();
+
+    // Entries in /proc/PID/fd: the server's open descriptors, all threads.
+    // Throws if the process has been reaped or /proc cannot be read.
+    [[nodiscard]] std::size_t open_fd_count() const;
+    // The descriptors with their targets ("5 -> socket:[1234]"), for messages.
+    [[nodiscard]] std::string describe_fds() const;
+
+    // Everything the server wrote to stderr so far / to stdout after the ready line.
+    [[nodiscard]] std::string stderr_text() const;
+    [[nodiscard]] std::string stdout_text() const;
+
+  private:
+    void wait_ready(std::chrono::milliseconds timeout);
+    void kill_and_reap() noexcept;
+    [[noreturn]] void fail_start(const std::string& what);
+
+    pid_t pid_ = -1;
+    std::optional<ExitStatus> status_;  // set once reaped
+    int stdout_fd_ = -1;                // read end of the child's stdout pipe
+    int stderr_fd_ = -1;                // unlinked temp file holding the child's stderr
+    std::string host_;
+    std::uint16_t port_ = 0;
+    std::string ready_line_;
+    std::string command_line_;
+    // Drains stdout after the ready line so the child never blocks writing to it.
+    mutable std::mutex out_mutex_;
+    std::string out_rest_;
+    std::jthread drain_;
+};
+
+}  // namespace sm::test
