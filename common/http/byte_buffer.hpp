@@ -37,6 +37,7 @@ public:
     void commit(std::size_t n) noexcept { end_ += n; }
 
     void append(std::string_view s) {
+        if (s.empty()) return;  // memcpy to or from a null pointer is UB, even for 0 bytes
         std::memcpy(prepare(s.size()), s.data(), s.size());
         end_ += s.size();
     }

@@ -8,13 +8,14 @@ namespace {
 
 Session& self(llhttp_t* p) noexcept { return *static_cast<Session*>(p->data); }
 
-llhttp_settings_t make_settings(llhttp_cb begin, llhttp_data_cb url, llhttp_cb field_complete,
-                                llhttp_cb headers_complete, llhttp_data_cb body,
-                                llhttp_cb message_complete) noexcept {
+llhttp_settings_t make_settings(llhttp_cb begin, llhttp_data_cb url, llhttp_data_cb field,
+                                llhttp_cb field_complete, llhttp_cb headers_complete,
+                                llhttp_data_cb body, llhttp_cb message_complete) noexcept {
     llhttp_settings_t s;
     llhttp_settings_init(&s);
     s.on_message_begin = begin;
     s.on_url = url;
+    s.on_header_field = field;
     s.on_header_field_complete = field_complete;
     s.on_headers_complete = headers_complete;
     s.on_body = body;
@@ -25,8 +26,9 @@ llhttp_settings_t make_settings(llhttp_cb begin, llhttp_data_cb url, llhttp_cb f
 }  // namespace
 
 const llhttp_settings_t Session::kSettings =
-    make_settings(&Session::on_message_begin, &Session::on_url, &Session::on_header_field_complete,
-                  &Session::on_headers_complete, &Session::on_body, &Session::on_message_complete);
+    make_settings(&Session::on_message_begin, &Session::on_url, &Session::on_header_field,
+                  &Session::on_header_field_complete, &Session::on_headers_complete,
+                  &Session::on_body, &Session::on_message_complete);
 
 Session::Session(const ResponseCache& cache, const Limits& limits) noexcept
     : cache_(&cache), limits_(&limits) {
@@ -44,6 +46,7 @@ void Session::reset() noexcept {
     error_status_ = Status::bad_request;
     error_detail_ = "";
     uri_bytes_ = header_count_ = 0;
+    host_count_ = host_match_ = 0;
     body_bytes_ = responses_ = 0;
     target_len_ = 0;
     target_state_ = TargetState::start;
@@ -51,6 +54,7 @@ void Session::reset() noexcept {
 
 Session::Result Session::feed(std::span<const char> in, ByteBuffer& out) noexcept {
     if (closed_) return Result::close;
+    if (in.empty()) return Result::open;  // llhttp must not see a null pointer
     out_ = &out;
     const char* p = in.data();
     const char* const end = p + in.size();
@@ -124,6 +128,16 @@ bool Session::head_done() noexcept {
         fail(Status::bad_request, "unsupported HTTP version");
         return false;
     }
+    // RFC 9112 3.2: 400 for an HTTP/1.1 request without Host, and for any
+    // request with more than one.
+    if (host_count_ > 1) {
+        fail(Status::bad_request, "more than one Host header");
+        return false;
+    }
+    if (host_count_ == 0 && parser_.http_minor >= 1) {
+        fail(Status::bad_request, "missing Host header (required in HTTP/1.1)");
+        return false;
+    }
     body_bytes_ = 0;
     if (parser_.flags & F_CHUNKED) {
         phase_ = Phase::body_chunked;
@@ -183,6 +197,7 @@ int Session::on_message_begin(llhttp_t* p) noexcept {
     s.in_message_ = true;
     s.method_known_ = false;
     s.uri_bytes_ = s.header_count_ = 0;
+    s.host_count_ = s.host_match_ = 0;
     s.body_bytes_ = 0;
     s.target_len_ = 0;
     s.target_state_ = TargetState::start;
@@ -251,8 +266,24 @@ std::string_view Session::target_path() const noexcept {
     }
 }
 
+int Session::on_header_field(llhttp_t* p, const char* at, std::size_t n) noexcept {
+    // Is this field "Host"? Matched case-insensitively as the name streams in
+    // (it may be split across reads).
+    static constexpr char kHost[] = "host";
+    Session& s = self(p);
+    for (std::size_t i = 0; i < n && s.host_match_ != 0xff; ++i) {
+        const auto lower = static_cast<char>(at[i] | 0x20);
+        s.host_match_ = s.host_match_ < 4 && lower == kHost[s.host_match_]
+                            ? static_cast<std::uint8_t>(s.host_match_ + 1)
+                            : std::uint8_t{0xff};
+    }
+    return 0;
+}
+
 int Session::on_header_field_complete(llhttp_t* p) noexcept {
     Session& s = self(p);
+    if (s.host_match_ == 4 && s.host_count_ < 0xff) ++s.host_count_;
+    s.host_match_ = 0;
     if (++s.header_count_ > s.limits_->max_header_count)
         return s.fail_in_callback(Status::header_fields_too_large, "more header fields than the limit");
     return 0;

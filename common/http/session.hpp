@@ -53,6 +53,7 @@ private:
 
     static int on_message_begin(llhttp_t* p) noexcept;
     static int on_url(llhttp_t* p, const char* at, std::size_t n) noexcept;
+    static int on_header_field(llhttp_t* p, const char* at, std::size_t n) noexcept;
     static int on_header_field_complete(llhttp_t* p) noexcept;
     static int on_headers_complete(llhttp_t* p) noexcept;
     static int on_body(llhttp_t* p, const char* at, std::size_t n) noexcept;
@@ -83,6 +84,8 @@ private:
     const char* error_detail_ = "";
     std::size_t uri_bytes_ = 0;
     std::size_t header_count_ = 0;
+    std::uint8_t host_count_ = 0;  // Host fields in this request (RFC 9112 3.2: exactly one)
+    std::uint8_t host_match_ = 0;  // letters of "host" the current field name matched; 0xff: no
     std::uint64_t body_bytes_ = 0;
     std::uint64_t responses_ = 0;
     // Where on_url is inside the request target. Absolute-form targets

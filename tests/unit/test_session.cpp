@@ -1,0 +1,1175 @@
+// http::Session: bytes in, responses out. Every response is parsed back with
+// llhttp in response mode (http_test_support.hpp) and checked against the
+// endpoint rules of DESIGN.md and RFC 9110/9112, never against output captured
+// from the code under test.
+#include <simdjson.h>
+#include <catch2/catch.hpp>
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "http_test_support.hpp"
+
+using namespace std::string_literals;
+using sm::http::Limits;
+using sm::http::ResponseMode;
+using Result = sm::http::Session::Result;
+using sm::test::kJsonBody;
+using sm::test::kPlaintextBody;
+using sm::test::kRfcExampleDate;
+using sm::test::kRootBody;
+using sm::test::ParsedResponse;
+using sm::test::ParsedStream;
+using sm::test::SessionHarness;
+
+namespace {
+
+// Reason phrases of RFC 9110 section 15 (413 under its RFC 9110 name).
+std::string_view reason_for(int status) {
+    switch (status) {
+        case 200:
+            return "OK";
+        case 400:
+            return "Bad Request";
+        case 404:
+            return "Not Found";
+        case 405:
+            return "Method Not Allowed";
+        case 413:
+            return "Content Too Large";
+        case 414:
+            return "URI Too Long";
+        case 431:
+            return "Request Header Fields Too Large";
+        default:
+            return "?";
+    }
+}
+
+// What one request must be answered with.
+struct Exchange {
+    std::string request;
+    int status;
+    std::string_view content_type;  // for 200
+    std::string_view body;          // the GET body for 200; ignored for errors
+    bool head = false;
+};
+
+Exchange get(std::string target, int status = 200) {
+    std::string_view type, body;
+    if (status == 200) {
+        const auto path = target.substr(0, target.find_first_of("?#"));
+        if (path.ends_with("/plaintext")) {
+            type = "text/plain";
+            body = kPlaintextBody;
+        } else if (path.ends_with("/json")) {
+            type = "application/json";
+            body = kJsonBody;
+        } else {
+            type = "text/plain; charset=utf-8";
+            body = kRootBody;
+        }
+    }
+    return {"GET " + target + " HTTP/1.1\r\nHost: test\r\n\r\n", status, type, body, false};
+}
+
+Exchange head(std::string target, int status = 200) {
+    Exchange e = get(target, status);
+    e.request.replace(0, 3, "HEAD");
+    e.head = true;
+    return e;
+}
+
+Exchange method(std::string_view m, std::string target) {
+    return {std::string(m) + " " + target + " HTTP/1.1\r\nHost: test\r\nContent-Length: 0\r\n\r\n",
+            405, "", "", false};
+}
+
+std::string concat(const std::vector<Exchange>& xs) {
+    std::string all;
+    for (const auto& x : xs)
+        all += x.request;
+    return all;
+}
+
+std::vector<bool> head_flags(const std::vector<Exchange>& xs) {
+    std::vector<bool> flags;
+    for (const auto& x : xs)
+        flags.push_back(x.head);
+    return flags;
+}
+
+// Headers every response carries, once each.
+void check_common_headers(const ParsedResponse& r) {
+    CHECK(r.http_major == 1);
+    CHECK(r.http_minor == 1);
+    CHECK(r.reason == reason_for(r.status));
+    CHECK(r.count("Server") == 1);
+    CHECK(r.header("Server") == "servermodels");
+    CHECK(r.count("Date") == 1);
+    CHECK(r.header("Date") == std::string(kRfcExampleDate));
+    CHECK(r.count("Content-Length") == 1);
+    CHECK(r.count("Content-Type") == 1);
+    CHECK(r.count("Connection") <= 1);
+}
+
+void check_exchange(const ParsedResponse& r, const Exchange& x) {
+    INFO("request: " << x.request);
+    check_common_headers(r);
+    CHECK(r.status == x.status);
+    if (x.status == 200) {
+        CHECK(r.header("Content-Type") == std::string(x.content_type));
+        CHECK(r.header("Content-Length") == std::to_string(x.body.size()));
+        CHECK(r.body == (x.head ? std::string_view{} : x.body));
+    } else {
+        CHECK(r.header("Content-Type") == "text/plain");
+        if (x.head) {
+            CHECK(r.body.empty());
+            CHECK(r.header("Content-Length") != "0");
+        } else {
+            CHECK(r.header("Content-Length") == std::to_string(r.body.size()));
+            CHECK_THAT(r.body, Catch::Matchers::StartsWith(std::string(reason_for(x.status))));
+        }
+    }
+    if (x.status == 405) {
+        CHECK(r.header("Allow") == "GET, HEAD");
+    } else {
+        CHECK(r.count("Allow") == 0);
+    }
+}
+
+// Sixteen requests of every kind the server answers while keeping the connection.
+std::vector<Exchange> mixed_requests() {
+    return {
+        get("/plaintext"),
+        get("/json"),
+        get("/"),
+        head("/plaintext"),
+        get("/missing", 404),
+        method("POST", "/plaintext"),
+        head("/json"),
+        get("/plaintext?x=1"),
+        get("http://test/json"),
+        method("PUT", "/json"),
+        method("DELETE", "/"),
+        head("/"),
+        get("/json?a=b"),
+        head("/missing", 404),
+        {"GET /plaintext HTTP/1.1\r\nHost: test\r\nConnection: keep-alive\r\n\r\n", 200,
+         "text/plain", kPlaintextBody, false},
+        get("/json"),
+    };
+}
+
+// A stream with bodies that must be read and discarded, chunked framing with
+// extensions and trailers, and bodies that look like requests.
+std::string hex(std::size_t n) {
+    static constexpr char kDigits[] = "0123456789abcdef";
+    std::string h;
+    do {
+        h.insert(h.begin(), kDigits[n % 16]);
+        n /= 16;
+    } while (n != 0);
+    return h;
+}
+
+std::vector<std::string> requests_with_bodies_parts() {
+    const std::string looks_like_requests =
+        "GET /json HTTP/1.1\r\nHost: test\r\n\r\nGET /plaintext HTTP/1.1\r\nHost: test\r\n\r\n";
+    const std::string part1 = "GET / H";
+    const std::string part2 = "TTP/1.1\r\nHost: x\r\n\r\n";
+    return {
+        "POST /plaintext HTTP/1.1\r\nHost: test\r\nContent-Length: " +
+            std::to_string(looks_like_requests.size()) + "\r\n\r\n" + looks_like_requests,
+        "POST /json HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n" +  //
+            hex(part1.size()) + ";name=value\r\n" + part1 + "\r\n" +                 //
+            hex(part2.size()) + "\r\n" + part2 + "\r\n" +                            //
+            "0;last\r\nX-Trailer: yes\r\nX-Other: also\r\n\r\n",
+        "HEAD /json HTTP/1.1\r\nHost: test\r\n\r\n",
+        "GET /json HTTP/1.1\r\nHost: test\r\nContent-Length: 4\r\n\r\nbody",
+        "GET / HTTP/1.1\r\nHost: test\r\n\r\n",
+    };
+}
+
+std::string requests_with_bodies() {
+    std::string all;
+    for (const auto& part : requests_with_bodies_parts())
+        all += part;
+    return all;
+}
+const std::vector<bool> kBodiesHead{false, false, true, false, false};
+const std::vector<int> kBodiesStatus{405, 405, 200, 200, 200};
+
+std::string feed_whole(std::string_view in, Limits limits = {}) {
+    SessionHarness h(limits);
+    h.feed(in);
+    return std::string(h.out.view());
+}
+
+std::string head_of_size(std::size_t n) {
+    // "GET / HTTP/1.1\r\n" + "Host: <pad>\r\n" + "\r\n"
+    const std::string fixed = "GET / HTTP/1.1\r\nHost: \r\n\r\n";
+    REQUIRE(n >= fixed.size());
+    return "GET / HTTP/1.1\r\nHost: " + std::string(n - fixed.size(), 'a') + "\r\n\r\n";
+}
+
+const std::string kFollowUp = "GET /plaintext HTTP/1.1\r\nHost: test\r\n\r\n";
+
+// One error response with "Connection: close", nothing after it, and a closed session.
+void check_single_error(SessionHarness& h, Result result, int status) {
+    const ParsedStream s = h.parsed();
+    INFO("parse error: " << s.error);
+    CHECK(result == Result::close);
+    CHECK(h.session.closed());
+    CHECK(s.ok());
+    REQUIRE(s.size() == 1);
+    check_common_headers(s[0]);
+    CHECK(s[0].status == status);
+    CHECK(s[0].header("Connection") == "close");
+    CHECK_FALSE(s[0].keep_alive);
+    CHECK(s[0].header("Content-Length") == std::to_string(s[0].body.size()));
+    CHECK_THAT(s[0].body, Catch::Matchers::StartsWith(std::string(reason_for(status))));
+    CHECK(h.session.responses() == 1);
+}
+
+}  // namespace
+
+// --- pipelining and splitting --------------------------------------------------
+
+TEST_CASE("session answers pipelined requests in order", "[session]") {
+    const auto xs = mixed_requests();
+    REQUIRE(xs.size() == 16);
+    SessionHarness h;
+    CHECK(h.feed(concat(xs)) == Result::open);
+    const ParsedStream s = h.parsed(head_flags(xs));
+    INFO("parse error: " << s.error);
+    REQUIRE(s.ok());
+    REQUIRE(s.size() == xs.size());
+    for (std::size_t i = 0; i < xs.size(); ++i) {
+        INFO("response " << i);
+        check_exchange(s[i], xs[i]);
+        CHECK(s[i].count("Connection") == 0);
+        CHECK(s[i].keep_alive);
+    }
+    CHECK(h.session.responses() == xs.size());
+    CHECK_FALSE(h.session.closed());
+    CHECK(h.session.idle());
+}
+
+TEST_CASE("session output does not depend on where the input is split", "[session]") {
+    const auto xs = mixed_requests();
+    const std::string in = concat(xs);
+    const std::string whole = feed_whole(in);
+    REQUIRE(sm::test::parse_responses(whole, head_flags(xs)).size() == xs.size());
+
+    SECTION("two feeds, split at every byte boundary") {
+        for (std::size_t cut = 1; cut < in.size(); ++cut) {
+            SessionHarness h;
+            CHECK(h.feed_copy(std::string_view(in).substr(0, cut)) == Result::open);
+            CHECK(h.feed_copy(std::string_view(in).substr(cut)) == Result::open);
+            if (h.out.view() != whole) {
+                FAIL_CHECK("output differs when split at byte " << cut);
+            }
+        }
+    }
+    SECTION("one byte per feed") {
+        SessionHarness h;
+        for (const char c : in)
+            CHECK(h.feed_copy(std::string_view(&c, 1)) == Result::open);
+        CHECK(h.out.view() == whole);
+    }
+}
+
+TEST_CASE("session answers each request as soon as its last byte arrives", "[session]") {
+    std::vector<std::string> requests;
+    std::vector<bool> heads;
+    SECTION("requests without bodies") {
+        for (const auto& x : mixed_requests()) {
+            requests.push_back(x.request);
+            heads.push_back(x.head);
+        }
+    }
+    SECTION("requests with bodies") {
+        requests = requests_with_bodies_parts();
+        heads = kBodiesHead;
+    }
+    std::vector<std::size_t> ends;  // offset just past each request
+    std::string in;
+    for (const auto& r : requests)
+        ends.push_back((in += r).size());
+
+    SessionHarness h;
+    std::size_t complete = 0;
+    for (std::size_t i = 0; i < in.size(); ++i) {
+        h.feed_copy(std::string_view(in).substr(i, 1));
+        while (complete < ends.size() && ends[complete] <= i + 1)
+            ++complete;
+        const ParsedStream s = h.parsed(heads);
+        if (s.size() != complete || !s.ok()) {
+            FAIL_CHECK("after byte " << i << ": " << s.size() << " responses, expected "
+                                     << complete);
+            break;
+        }
+        CHECK(h.session.idle() == (complete > 0 && ends[complete - 1] == i + 1));
+    }
+    CHECK(complete == requests.size());
+}
+
+TEST_CASE("session discards request bodies and answers what follows them", "[session]") {
+    const std::string in = requests_with_bodies();
+    SessionHarness h;
+    CHECK(h.feed(in) == Result::open);
+    const ParsedStream s = h.parsed(kBodiesHead);
+    INFO("parse error: " << s.error);
+    REQUIRE(s.ok());
+    // The bodies contain request lines; none of them may be answered.
+    REQUIRE(s.size() == kBodiesStatus.size());
+    for (std::size_t i = 0; i < s.size(); ++i) {
+        INFO("response " << i);
+        CHECK(s[i].status == kBodiesStatus[i]);
+        check_common_headers(s[i]);
+    }
+    CHECK(s[2].body.empty());  // HEAD /json after the chunked body
+    CHECK(s[2].header("Content-Length") == std::to_string(kJsonBody.size()));
+    CHECK(s[3].body == kJsonBody);  // a GET with a body is answered once the body is read
+    CHECK(s[4].body == kRootBody);
+    CHECK(h.session.idle());
+
+    SECTION("with the bodies split across feeds at every byte boundary") {
+        const std::string whole(h.out.view());
+        for (std::size_t cut = 1; cut < in.size(); ++cut) {
+            SessionHarness split;
+            CHECK(split.feed_copy(std::string_view(in).substr(0, cut)) == Result::open);
+            CHECK(split.feed_copy(std::string_view(in).substr(cut)) == Result::open);
+            if (split.out.view() != whole) FAIL_CHECK("output differs when split at byte " << cut);
+        }
+    }
+    SECTION("fed one byte at a time") {
+        SessionHarness split;
+        for (const char c : in)
+            split.feed_copy(std::string_view(&c, 1));
+        CHECK(split.out.view() == h.out.view());
+    }
+}
+
+TEST_CASE("session waits for the whole body before answering", "[session]") {
+    SessionHarness h;
+    CHECK(h.feed("POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 10\r\n\r\n01234") ==
+          Result::open);
+    CHECK(h.out.empty());
+    CHECK_FALSE(h.session.idle());
+    CHECK(h.feed("5678") == Result::open);
+    CHECK(h.out.empty());
+    CHECK(h.feed("9GET /json HTTP/1.1\r\nHost: test\r\n\r\n") == Result::open);
+    const ParsedStream s = h.parsed();
+    REQUIRE(s.ok());
+    REQUIRE(s.size() == 2);
+    CHECK(s[0].status == 405);
+    CHECK(s[1].body == kJsonBody);
+}
+
+// --- keep-alive ---------------------------------------------------------------
+
+TEST_CASE("session keeps HTTP/1.1 connections open by default", "[session]") {
+    SessionHarness h;
+    CHECK(h.feed("GET /plaintext HTTP/1.1\r\nHost: test\r\n\r\n") == Result::open);
+    CHECK(h.feed("GET /json HTTP/1.1\r\nHost: test\r\n\r\n") == Result::open);
+    const ParsedStream s = h.parsed();
+    REQUIRE(s.ok());
+    REQUIRE(s.size() == 2);
+    for (const auto& r : s.responses) {
+        CHECK(r.count("Connection") == 0);
+        CHECK(r.keep_alive);
+    }
+    CHECK_FALSE(h.session.closed());
+}
+
+TEST_CASE("session closes after Connection: close and answers nothing after it", "[session]") {
+    const std::string close_request =
+        GENERATE("GET /plaintext HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n"s,
+                 "GET /plaintext HTTP/1.1\r\nHost: test\r\nconnection: CLOSE\r\n\r\n"s,
+                 "GET /plaintext HTTP/1.1\r\nHost: test\r\nConnection: keep-alive, close\r\n\r\n"s);
+    SessionHarness h;
+    const Result result =
+        h.feed("GET /json HTTP/1.1\r\nHost: test\r\n\r\n" + close_request + kFollowUp + kFollowUp);
+    CHECK(result == Result::close);
+    CHECK(h.session.closed());
+    const ParsedStream s = h.parsed();
+    INFO("parse error: " << s.error);
+    CHECK(s.ok());
+    REQUIRE(s.size() == 2);
+    CHECK(s[0].count("Connection") == 0);
+    CHECK(s[1].status == 200);
+    CHECK(s[1].body == kPlaintextBody);
+    CHECK(s[1].header("Connection") == "close");
+    CHECK_FALSE(s[1].keep_alive);
+    CHECK(h.session.responses() == 2);
+}
+
+TEST_CASE("session closes HTTP/1.0 connections without keep-alive", "[session]") {
+    SessionHarness h;
+    CHECK(h.feed("GET /plaintext HTTP/1.0\r\n\r\n" + kFollowUp) == Result::close);
+    const ParsedStream s = h.parsed();
+    CHECK(s.ok());
+    REQUIRE(s.size() == 1);
+    check_common_headers(s[0]);
+    CHECK(s[0].status == 200);
+    CHECK(s[0].body == kPlaintextBody);
+    CHECK(s[0].header("Connection") == "close");
+}
+
+TEST_CASE("session keeps HTTP/1.0 connections open on Connection: keep-alive", "[session]") {
+    SessionHarness h;
+    const std::string req = "GET /json HTTP/1.0\r\nConnection: keep-alive\r\n\r\n";
+    CHECK(h.feed(req + req) == Result::open);
+    CHECK_FALSE(h.session.closed());
+    const ParsedStream s = h.parsed();
+    CHECK(s.ok());
+    REQUIRE(s.size() == 2);
+    for (const auto& r : s.responses) {
+        check_common_headers(r);
+        CHECK(r.body == kJsonBody);
+        CHECK(r.header("Connection") == "keep-alive");
+    }
+    SECTION("and closes when a later HTTP/1.0 request does not ask for it") {
+        h.out.clear();
+        CHECK(h.feed("GET /json HTTP/1.0\r\n\r\n") == Result::close);
+        const ParsedStream last = h.parsed();
+        REQUIRE(last.size() == 1);
+        CHECK(last[0].header("Connection") == "close");
+    }
+}
+
+TEST_CASE("session ignores all input once it has closed", "[session]") {
+    SessionHarness h;
+    REQUIRE(h.feed("GET / HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n") == Result::close);
+    const std::string after_close(h.out.view());
+    CHECK(h.feed(kFollowUp) == Result::close);
+    CHECK(h.feed("garbage\r\n\r\n") == Result::close);
+    CHECK(h.out.view() == after_close);
+    CHECK(h.session.responses() == 1);
+}
+
+// --- HEAD and routing ---------------------------------------------------------
+
+TEST_CASE("session answers HEAD with the headers of GET and no body", "[session]") {
+    const std::string target = GENERATE("/plaintext"s, "/json"s, "/"s, "/missing"s);
+    const int status = target == "/missing" ? 404 : 200;
+    SessionHarness h;
+    const Exchange g = get(target, status);
+    const Exchange hd = head(target, status);
+    CHECK(h.feed(g.request + hd.request) == Result::open);
+    const ParsedStream s = h.parsed({false, true});
+    INFO("parse error: " << s.error);
+    REQUIRE(s.ok());
+    REQUIRE(s.size() == 2);
+    check_exchange(s[0], g);
+    check_exchange(s[1], hd);
+    CHECK(s[1].headers == s[0].headers);
+    CHECK(s[1].header("Content-Length") == std::to_string(s[0].body.size()));
+    CHECK(s[1].body.empty());
+    CHECK(s[1].raw == s[0].head_block());
+}
+
+TEST_CASE("session answers unknown paths with 404 and keeps the connection", "[session]") {
+    const std::string target =
+        GENERATE("/nope"s, "/plaintext/"s, "/PLAINTEXT"s, "/jsonx"s, "//json"s, "/plaintext/x"s);
+    SessionHarness h;
+    CHECK(h.feed(get(target, 404).request + kFollowUp) == Result::open);
+    const ParsedStream s = h.parsed();
+    REQUIRE(s.ok());
+    REQUIRE(s.size() == 2);
+    check_exchange(s[0], get(target, 404));
+    CHECK(s[0].count("Connection") == 0);
+    CHECK(s[1].body == kPlaintextBody);
+}
+
+TEST_CASE("session answers other methods on the endpoints with 405 and Allow", "[session]") {
+    const std::string m = GENERATE("POST"s, "PUT"s, "DELETE"s, "PATCH"s, "OPTIONS"s);
+    const std::string target = GENERATE("/"s, "/plaintext"s, "/json"s);
+    SessionHarness h;
+    const Exchange x = method(m, target);
+    CHECK(h.feed(x.request + kFollowUp) == Result::open);
+    const ParsedStream s = h.parsed();
+    REQUIRE(s.ok());
+    REQUIRE(s.size() == 2);
+    check_exchange(s[0], x);
+    CHECK(s[0].count("Connection") == 0);
+    CHECK(s[1].status == 200);
+}
+
+TEST_CASE("session routes query strings and absolute-form targets", "[session]") {
+    const std::string target =
+        GENERATE("/plaintext?x=1"s, "/plaintext?"s, "/json?a=1&b=%20"s, "/?q"s, "http://test/json"s,
+                 "http://test:8080/plaintext?x=1"s, "https://example.com/"s, "/json#frag"s,
+                 "/json?" + std::string(4000, 'q'));
+    SessionHarness h;
+    const Exchange x = get(target);
+    CHECK(h.feed(x.request) == Result::open);
+    const ParsedStream s = h.parsed();
+    REQUIRE(s.ok());
+    REQUIRE(s.size() == 1);
+    check_exchange(s[0], x);
+}
+
+TEST_CASE("session routes absolute-form targets with long host names", "[session]") {
+    // RFC 9112 3.2.2: a server MUST accept the absolute-form. A DNS name may be
+    // 253 characters; four 60-character labels are well inside max_uri_bytes.
+    const std::string label(60, 'h');
+    const std::string target =
+        "http://" + label + "." + label + "." + label + "." + label + "/json";
+    SessionHarness h;
+    const Exchange x = get(target);
+    CHECK(h.feed(x.request) == Result::open);
+    const ParsedStream s = h.parsed();
+    REQUIRE(s.size() == 1);
+    check_exchange(s[0], x);
+}
+
+TEST_CASE("session routes every target form as route() does, however the target is split",
+          "[session][router]") {
+    // route() is checked against hand-written expectations in test_router.cpp;
+    // the session keeps only part of the target while llhttp hands it over in
+    // pieces, and must reach the same decision from those pieces.
+    const std::string label(60, 'h');
+    const std::string long_host = label + "." + label + "." + label + "." + label;
+    struct Case {
+        std::string method;
+        std::string target;
+    };
+    const std::vector<Case> cases = {
+        {"GET", "/"},
+        {"GET", "/json"},
+        {"HEAD", "/plaintext?x=1"},
+        {"GET", "/json#frag"},
+        {"GET", "/json?a#b"},
+        {"GET", "/missing"},
+        {"POST", "/json"},
+        {"GET", "http://h/json"},
+        {"GET", "http://h"},
+        {"GET", "http://h?x=1"},
+        {"GET", "https://h:8443/plaintext?q"},
+        {"GET", "HTTP://H/json"},
+        {"GET", "http://u@h/json"},
+        {"GET", "http://[::1]:8080/plaintext"},
+        {"GET", "http://" + long_host + "/json"},
+        {"GET", "http://" + long_host},
+        {"GET", "http://" + long_host + "?q"},
+        {"GET", std::string("http://h/").append(200, 'p')},
+        {"GET", std::string("/").append(200, 'p')},
+        {"GET", "/json/../json"},
+        {"DELETE", "http://h/"},
+        {"OPTIONS", "*"},
+    };
+    std::size_t mismatches = 0;
+    for (const auto& c : cases) {
+        const sm::http::Method m = c.method == "GET"    ? sm::http::Method::get
+                                   : c.method == "HEAD" ? sm::http::Method::head
+                                                        : sm::http::Method::other;
+        const sm::http::Route expected = sm::http::route(m, c.target);
+        const int status = expected.method_allowed                         ? 200
+                           : expected.endpoint == sm::http::Endpoint::none ? 404
+                                                                           : 405;
+        std::string_view body;
+        switch (expected.endpoint) {
+            case sm::http::Endpoint::plaintext:
+                body = kPlaintextBody;
+                break;
+            case sm::http::Endpoint::json:
+                body = kJsonBody;
+                break;
+            case sm::http::Endpoint::root:
+                body = kRootBody;
+                break;
+            case sm::http::Endpoint::none:
+                break;
+        }
+        const std::string in = c.method + " " + c.target + " HTTP/1.1\r\nHost: test\r\n\r\n";
+        for (std::size_t cut = 1; cut < in.size(); ++cut) {
+            SessionHarness h;
+            h.feed_copy(std::string_view(in).substr(0, cut));
+            h.feed_copy(std::string_view(in).substr(cut));
+            const ParsedStream s = h.parsed({expected.head});
+            const bool ok = s.ok() && s.size() == 1 && s[0].status == status &&
+                            (status != 200 || expected.head || s[0].body == body);
+            if (!ok && ++mismatches == 1) {
+                FAIL_CHECK(c.method << " " << c.target << " split at byte " << cut << ": status "
+                                    << (s.size() == 1 ? s[0].status : 0) << ", expected "
+                                    << status);
+            }
+        }
+    }
+    CHECK(mismatches == 0);
+}
+
+TEST_CASE("session answers paths longer than any endpoint with 404", "[session]") {
+    const std::string target = "/plaintext" + std::string(300, 'x');
+    SessionHarness h;
+    CHECK(h.feed(get(target, 404).request + kFollowUp) == Result::open);
+    const ParsedStream s = h.parsed();
+    REQUIRE(s.size() == 2);
+    check_exchange(s[0], get(target, 404));
+    CHECK(s[1].status == 200);
+}
+
+TEST_CASE("session serves a /json body that parses as the hello-world message", "[session]") {
+    const auto mode = GENERATE(ResponseMode::composed, ResponseMode::cached);
+    SessionHarness h({}, mode);
+    h.feed("GET /json HTTP/1.1\r\nHost: test\r\n\r\n");
+    const ParsedStream s = h.parsed();
+    REQUIRE(s.size() == 1);
+    simdjson::dom::parser parser;
+    simdjson::dom::element doc;
+    REQUIRE(parser.parse(s[0].body).get(doc) == simdjson::SUCCESS);
+    simdjson::dom::object obj;
+    REQUIRE(doc.get(obj) == simdjson::SUCCESS);
+    CHECK(obj.size() == 1);
+    std::string_view message;
+    REQUIRE(obj["message"].get(message) == simdjson::SUCCESS);
+    CHECK(message == "Hello, World!");
+}
+
+// --- limits -------------------------------------------------------------------
+
+TEST_CASE("session accepts a head of exactly max_head_bytes and rejects one more with 431",
+          "[session][limits]") {
+    Limits limits;
+    limits.max_head_bytes = 64;
+    {
+        SessionHarness h(limits);
+        const std::string req = head_of_size(64);
+        REQUIRE(req.size() == 64);
+        CHECK(h.feed(req) == Result::open);
+        const ParsedStream s = h.parsed();
+        REQUIRE(s.size() == 1);
+        CHECK(s[0].status == 200);
+        CHECK(s[0].body == kRootBody);
+    }
+    {
+        SessionHarness h(limits);
+        const Result r = h.feed(head_of_size(65) + kFollowUp);
+        check_single_error(h, r, 431);
+    }
+}
+
+TEST_CASE("session rejects an unterminated head as soon as it passes max_head_bytes",
+          "[session][limits]") {
+    Limits limits;
+    limits.max_head_bytes = 64;
+    SessionHarness h(limits);
+    CHECK(h.feed("GET / HTTP/1.1\r\nHost: test\r\nX-Long: ") == Result::open);
+    Result r = Result::open;
+    std::size_t fed = 0;
+    while (r == Result::open && fed < 1000) {
+        r = h.feed("aaaaaaaa");  // never ends the head
+        fed += 8;
+    }
+    check_single_error(h, r, 431);
+    CHECK(fed < 64);
+}
+
+TEST_CASE("session accepts a target of exactly max_uri_bytes and rejects one more with 414",
+          "[session][limits]") {
+    Limits limits;
+    limits.max_uri_bytes = 32;
+    const std::string base = "/plaintext?";
+    const std::string at_limit = base + std::string(32 - base.size(), 'q');
+    const std::string over = at_limit + "q";
+    REQUIRE(at_limit.size() == 32);
+    {
+        SessionHarness h(limits);
+        CHECK(h.feed(get(at_limit).request) == Result::open);
+        const ParsedStream s = h.parsed();
+        REQUIRE(s.size() == 1);
+        check_exchange(s[0], get(at_limit));
+    }
+    {
+        SessionHarness h(limits);
+        const Result r = h.feed(get(over).request + kFollowUp);
+        check_single_error(h, r, 414);
+    }
+    SECTION("counting a target split across feeds") {
+        const std::string in = get(over).request;
+        for (std::size_t cut = 1; cut < in.size(); ++cut) {
+            SessionHarness h(limits);
+            Result r = h.feed_copy(std::string_view(in).substr(0, cut));
+            if (r == Result::open) r = h.feed_copy(std::string_view(in).substr(cut));
+            const ParsedStream s = h.parsed();
+            CHECK(r == Result::close);
+            if (s.size() != 1 || s[0].status != 414)
+                FAIL_CHECK("no single 414 when split at byte " << cut);
+        }
+    }
+}
+
+TEST_CASE("session accepts max_header_count fields and rejects one more with 431",
+          "[session][limits]") {
+    Limits limits;
+    limits.max_header_count = 4;
+    auto request = [](int fields) {
+        std::string r = "GET /json HTTP/1.1\r\nHost: test\r\n";
+        for (int i = 1; i < fields; ++i)
+            r += "X-H" + std::to_string(i) + ": v\r\n";
+        return r + "\r\n";
+    };
+    {
+        SessionHarness h(limits);
+        CHECK(h.feed(request(4)) == Result::open);
+        const ParsedStream s = h.parsed();
+        REQUIRE(s.size() == 1);
+        CHECK(s[0].status == 200);
+    }
+    {
+        SessionHarness h(limits);
+        const Result r = h.feed(request(5) + kFollowUp);
+        check_single_error(h, r, 431);
+    }
+}
+
+TEST_CASE(
+    "session accepts a Content-Length of max_body_bytes and rejects more with 413 before the body",
+    "[session][limits]") {
+    Limits limits;
+    limits.max_body_bytes = 16;
+    {
+        SessionHarness h(limits);
+        CHECK(h.feed("POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 16\r\n\r\n" +
+                     std::string(16, 'b') + kFollowUp) == Result::open);
+        const ParsedStream s = h.parsed();
+        REQUIRE(s.ok());
+        REQUIRE(s.size() == 2);
+        CHECK(s[0].status == 405);
+        CHECK(s[1].body == kPlaintextBody);
+    }
+    {
+        SessionHarness h(limits);
+        // Only the head: the 413 must not wait for a body it will not read.
+        const Result r = h.feed("POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 17\r\n\r\n");
+        check_single_error(h, r, 413);
+    }
+    {
+        SessionHarness h(limits);
+        const Result r = h.feed(
+            "GET /json HTTP/1.1\r\nHost: test\r\nContent-Length: 18446744073709551615\r\n\r\n");
+        check_single_error(h, r, 413);
+    }
+}
+
+TEST_CASE("session rejects a chunked body larger than max_body_bytes with 413",
+          "[session][limits]") {
+    Limits limits;
+    limits.max_body_bytes = 32;
+    const std::string head = "POST / HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n";
+    SECTION("in one chunk") {
+        SessionHarness h(limits);
+        const Result r =
+            h.feed(head + "21\r\n" + std::string(33, 'd') + "\r\n0\r\n\r\n" + kFollowUp);
+        check_single_error(h, r, 413);
+    }
+    SECTION("over several chunks, each below the limit") {
+        SessionHarness h(limits);
+        const std::string chunk = "c\r\n" + std::string(12, 'd') + "\r\n";
+        const Result r = h.feed(head + chunk + chunk + chunk + "0\r\n\r\n" + kFollowUp);
+        check_single_error(h, r, 413);
+    }
+    SECTION("before the body has ended") {
+        SessionHarness h(limits);
+        CHECK(h.feed(head + "100\r\n") == Result::open);
+        Result r = Result::open;
+        for (int i = 0; i < 20 && r == Result::open; ++i)
+            r = h.feed(std::string(8, 'd'));
+        check_single_error(h, r, 413);
+    }
+    SECTION("made of chunk extensions alone (CVE-2024-22019)") {
+        SessionHarness h(limits);
+        CHECK(h.feed(head + "0;ext=") == Result::open);
+        Result r = Result::open;
+        for (int i = 0; i < 20 && r == Result::open; ++i)
+            r = h.feed(std::string(8, 'e'));
+        check_single_error(h, r, 413);
+    }
+}
+
+TEST_CASE("session counts chunked framing toward the body limit", "[session][limits]") {
+    // session.cpp: chunk framing counts toward max_body_bytes so extensions
+    // cannot make a request unbounded; the whole chunked encoding is measured.
+    Limits limits;
+    limits.max_body_bytes = 32;
+    auto body_of_size = [](std::size_t n) {  // "4;<ext>\r\nabcd\r\n0\r\n\r\n"
+        const std::size_t fixed = std::string("4;\r\nabcd\r\n0\r\n\r\n").size();
+        return "4;" + std::string(n - fixed, 'x') + "\r\nabcd\r\n0\r\n\r\n";
+    };
+    const std::string head = "POST / HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n";
+    REQUIRE(body_of_size(32).size() == 32);
+    {
+        SessionHarness h(limits);
+        CHECK(h.feed(head + body_of_size(32) + kFollowUp) == Result::open);
+        const ParsedStream s = h.parsed();
+        REQUIRE(s.size() == 2);
+        CHECK(s[0].status == 405);
+        CHECK(s[1].status == 200);
+    }
+    {
+        SessionHarness h(limits);
+        const Result r = h.feed(head + body_of_size(33) + kFollowUp);
+        check_single_error(h, r, 413);
+    }
+}
+
+// --- malformed requests -------------------------------------------------------
+
+namespace {
+
+struct BadRequest {
+    const char* what;
+    std::string bytes;
+};
+
+std::vector<BadRequest> bad_requests() {
+    const std::string chunked =
+        "POST / HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n";
+    return {
+        // Guards llhttp 8.1.0 lacks (framing_guard.hpp).
+        {"lone CR ending the request line", "GET / HTTP/1.1\rHost: test\r\n\r\n"},
+        {"lone CR after a header value", "GET / HTTP/1.1\r\nHost: test\rX-A: b\r\n\r\n"},
+        {"lone CR in the final empty line", "GET / HTTP/1.1\r\nHost: test\r\n\r\r\n"},
+        {"lone CR in a chunk-size line", chunked + "5\rXhello\r\n0\r\n\r\n"},
+        {"lone CR after chunk data", chunked + "5\r\nhello\rX0\r\n\r\n"},
+        {"bare LF after the request line", "GET / HTTP/1.1\nHost: test\r\n\r\n"},
+        {"bare LF as the final empty line", "GET / HTTP/1.1\r\nHost: test\r\n\n"},
+        {"bare LF after a header value", "GET / HTTP/1.1\r\nHost: test\n\r\n"},
+        {"bare LF ending a request without headers", "GET / HTTP/1.1\n\n"},
+        {"bare LF after a chunk size", chunked + "5\nhello\r\n0\r\n\r\n"},
+        {"bare LF after chunk data", chunked + "5\r\nhello\n0\r\n\r\n"},
+        {"bare LF after the last chunk", chunked + "0\n\r\n"},
+        {"bare LF ending the trailers", chunked + "0\r\nX-T: v\r\n\n"},
+        {"bare LF ending an empty trailer section", chunked + "0\r\n\n"},
+        {"space before a header colon", "GET / HTTP/1.1\r\nHost : test\r\n\r\n"},
+        {"tab before a header colon", "GET / HTTP/1.1\r\nHost\t: test\r\n\r\n"},
+        {"obs-fold with a space", "GET / HTTP/1.1\r\nHost: test\r\nX: a\r\n b\r\n\r\n"},
+        {"obs-fold with a tab", "GET / HTTP/1.1\r\nHost: test\r\nX: a\r\n\tb\r\n\r\n"},
+        {"Content-Length hidden in a folded line",
+         "POST / HTTP/1.1\r\nHost: test\r\n Content-Length: 5\r\n\r\nhello"},
+        {"whitespace at the start of the first header line",
+         "GET / HTTP/1.1\r\n Host: test\r\n\r\n"},
+        {"whitespace at the start of a trailer line", chunked + "0\r\n X-T: v\r\n\r\n"},
+        {"whitespace at the start of a chunk-size line", chunked + " 5\r\nhello\r\n0\r\n\r\n"},
+        {"empty header name", "GET / HTTP/1.1\r\nHost: test\r\n: v\r\n\r\n"},
+        {"double space after the method", "GET  / HTTP/1.1\r\nHost: test\r\n\r\n"},
+        {"double space after the target", "GET /  HTTP/1.1\r\nHost: test\r\n\r\n"},
+        {"space after the version", "GET / HTTP/1.1 \r\nHost: test\r\n\r\n"},
+        {"space before the method", " GET / HTTP/1.1\r\nHost: test\r\n\r\n"},
+        {"HTTP/0.9 request line", "GET /\r\n\r\n"},
+        {"tab in the target", "GET /a\tb HTTP/1.1\r\nHost: test\r\n\r\n"},
+        {"control byte in the target", "GET /\x01 HTTP/1.1\r\nHost: test\r\n\r\n"},
+        {"DEL in the target", "GET /\x7f HTTP/1.1\r\nHost: test\r\n\r\n"},
+        // What llhttp itself rejects.
+        {"unknown method", "FOO / HTTP/1.1\r\nHost: test\r\n\r\n"},
+        {"lower-case method", "get / HTTP/1.1\r\nHost: test\r\n\r\n"},
+        {"HTTP/1.2", "GET / HTTP/1.2\r\nHost: test\r\n\r\n"},
+        {"HTTP/2.0 request line", "GET / HTTP/2.0\r\nHost: test\r\n\r\n"},
+        {"HTTP/3.0", "GET / HTTP/3.0\r\nHost: test\r\n\r\n"},
+        {"not HTTP", "GET / FTP/1.1\r\nHost: test\r\n\r\n"},
+        {"Content-Length with Transfer-Encoding",
+         "POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 5\r\nTransfer-Encoding: "
+         "chunked\r\n\r\n0\r\n\r\n"},
+        {"Transfer-Encoding with Content-Length",
+         "POST / HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\nContent-Length: "
+         "5\r\n\r\n0\r\n\r\n"},
+        {"duplicate Content-Length",
+         "POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\nhello"},
+        {"conflicting Content-Length",
+         "POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!"},
+        {"negative Content-Length", "POST / HTTP/1.1\r\nHost: test\r\nContent-Length: -1\r\n\r\n"},
+        {"overflowing Content-Length",
+         "POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 99999999999999999999999\r\n\r\n"},
+        {"non-numeric Content-Length",
+         "POST / HTTP/1.1\r\nHost: test\r\nContent-Length: abc\r\n\r\n"},
+        {"Transfer-Encoding not ending in chunked",
+         "POST / HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked, gzip\r\n\r\n0\r\n\r\n"},
+        {"non-hex chunk size", chunked + "zz\r\nhello\r\n0\r\n\r\n"},
+        {"overflowing chunk size", chunked + "fffffffffffffffff\r\nhello\r\n0\r\n\r\n"},
+        {"NUL in a header value", "GET / HTTP/1.1\r\nHost: test\r\nX: a"s + '\0' + "b\r\n\r\n"},
+        {"control byte in a header value", "GET / HTTP/1.1\r\nHost: test\r\nX: a\x01z\r\n\r\n"},
+        {"DEL in a header value", "GET / HTTP/1.1\r\nHost: test\r\nX: a\x7fz\r\n\r\n"},
+        {"invalid character in a header name", "GET / HTTP/1.1\r\nHost: test\r\nX(Y): z\r\n\r\n"},
+        {"control byte in a header name", "GET / HTTP/1.1\r\nHost: test\r\nX\x01Y: z\r\n\r\n"},
+        {"Content-Length with a sign",
+         "POST / HTTP/1.1\r\nHost: test\r\nContent-Length: +5\r\n\r\nhello"},
+        {"header line without a colon", "GET / HTTP/1.1\r\nHost: test\r\nNoColon\r\n\r\n"},
+        {"HTTP/2 connection preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"},
+    };
+}
+
+}  // namespace
+
+TEST_CASE("session answers malformed requests with 400 and closes", "[session][guard]") {
+    for (const auto& bad : bad_requests()) {
+        INFO("case: " << bad.what);
+        SessionHarness h;
+        const Result r = h.feed(bad.bytes + kFollowUp);
+        check_single_error(h, r, 400);
+        CHECK_THAT(std::string(h.out.view()),
+                   Catch::Matchers::StartsWith("HTTP/1.1 400 Bad Request\r\n"));
+    }
+}
+
+TEST_CASE("session rejects malformed requests wherever the input is split", "[session][guard]") {
+    for (const auto& bad : bad_requests()) {
+        const std::string in = bad.bytes + kFollowUp;
+        for (std::size_t cut = 1; cut < in.size(); ++cut) {
+            SessionHarness h;
+            Result r = h.feed_copy(std::string_view(in).substr(0, cut));
+            if (r == Result::open) r = h.feed_copy(std::string_view(in).substr(cut));
+            const ParsedStream s = h.parsed();
+            if (r != Result::close || !s.ok() || s.size() != 1 || s[0].status != 400 ||
+                s[0].header("Connection") != "close") {
+                FAIL_CHECK(bad.what << ": split at byte " << cut << " gives " << s.size()
+                                    << " responses, first status " << (s.size() ? s[0].status : 0));
+            }
+        }
+    }
+}
+
+TEST_CASE("session error responses to HEAD requests have no body", "[session][limits]") {
+    Limits limits;
+    limits.max_uri_bytes = 16;
+    SessionHarness h(limits);
+    const Result r =
+        h.feed("HEAD /" + std::string(40, 'u') + " HTTP/1.1\r\nHost: test\r\n\r\n" + kFollowUp);
+    CHECK(r == Result::close);
+    const ParsedStream s = h.parsed({true});
+    INFO("parse error: " << s.error);
+    CHECK(s.ok());  // nothing after the head: a body here would be read as a response
+    REQUIRE(s.size() == 1);
+    CHECK(s[0].status == 414);
+    CHECK(s[0].body.empty());
+    CHECK(s[0].header("Connection") == "close");
+    CHECK(s[0].header("Content-Length") != "0");
+}
+
+TEST_CASE("session error responses carry a body even right after a HEAD request",
+          "[session][guard]") {
+    // The 400 answers the bad input, not the HEAD before it: it has a body
+    // like any other error response (RFC 9110 9.3.2 exempts only HEAD responses),
+    // whether or not the next request line follows in the same read.
+    const std::string bad = GENERATE("\n"s, "\r\n\n"s, "\rX"s);
+    const bool same_feed = GENERATE(true, false);
+    SessionHarness h;
+    const std::string head_request = "HEAD /plaintext HTTP/1.1\r\nHost: test\r\n\r\n";
+    Result r = Result::open;
+    if (same_feed) {
+        r = h.feed(head_request + bad + kFollowUp);
+    } else {
+        r = h.feed(head_request + bad);
+        if (r == Result::open) r = h.feed(kFollowUp);
+    }
+    CHECK(r == Result::close);
+    const ParsedStream s = h.parsed({true, false});
+    INFO("input after HEAD: " << Catch::Detail::stringify(bad)
+                              << (same_feed ? " + GET" : ", then GET")
+                              << "; parse error: " << s.error << "; output:\n"
+                              << h.out.view());
+    CHECK(s.ok());
+    REQUIRE(s.size() == 2);
+    CHECK(s[0].status == 200);
+    CHECK(s[0].body.empty());
+    CHECK(s[1].status == 400);
+    CHECK(s[1].header("Connection") == "close");
+    CHECK(s[1].header("Content-Length") == std::to_string(s[1].body.size()));
+    CHECK_THAT(s[1].body, Catch::Matchers::StartsWith("Bad Request"));
+}
+
+TEST_CASE("session answers Upgrade and CONNECT requests and closes", "[session]") {
+    SECTION("Upgrade: websocket") {
+        SessionHarness h;
+        const Result r = h.feed(
+            "GET /plaintext HTTP/1.1\r\nHost: test\r\nConnection: Upgrade\r\nUpgrade: "
+            "websocket\r\n\r\n" +
+            kFollowUp);
+        CHECK(r == Result::close);
+        const ParsedStream s = h.parsed();
+        CHECK(s.ok());
+        REQUIRE(s.size() == 1);
+        check_common_headers(s[0]);
+        CHECK(s[0].status == 200);  // answered as plain HTTP: no 101
+        CHECK(s[0].body == kPlaintextBody);
+        CHECK(s[0].header("Connection") == "close");
+    }
+    SECTION("CONNECT") {
+        SessionHarness h;
+        const Result r = h.feed("CONNECT test:443 HTTP/1.1\r\nHost: test:443\r\n\r\n" + kFollowUp);
+        CHECK(r == Result::close);
+        const ParsedStream s = h.parsed();
+        CHECK(s.ok());
+        REQUIRE(s.size() == 1);
+        check_common_headers(s[0]);
+        CHECK(s[0].status >= 400);
+        CHECK(s[0].status < 500);
+        CHECK(s[0].header("Connection") == "close");
+        CHECK(h.session.closed());
+    }
+}
+
+// --- session state ------------------------------------------------------------
+
+TEST_CASE("session request_close makes the next response close the connection", "[session]") {
+    SECTION("when idle") {
+        SessionHarness h;
+        h.session.request_close();
+        CHECK(h.feed(kFollowUp + kFollowUp) == Result::close);
+        const ParsedStream s = h.parsed();
+        CHECK(s.ok());
+        REQUIRE(s.size() == 1);
+        CHECK(s[0].status == 200);
+        CHECK(s[0].header("Connection") == "close");
+    }
+    SECTION("in the middle of a request") {
+        SessionHarness h;
+        CHECK(h.feed("GET /json HTTP/1.1\r\nHo") == Result::open);
+        h.session.request_close();
+        CHECK(h.feed("st: test\r\n\r\n" + kFollowUp) == Result::close);
+        const ParsedStream s = h.parsed();
+        REQUIRE(s.size() == 1);
+        CHECK(s[0].body == kJsonBody);
+        CHECK(s[0].header("Connection") == "close");
+    }
+}
+
+TEST_CASE("session is idle only between requests", "[session]") {
+    SessionHarness h;
+    CHECK(h.session.idle());
+    h.feed("GET /plain");
+    CHECK_FALSE(h.session.idle());
+    h.feed("text HTTP/1.1\r\nHost: test\r\n");
+    CHECK_FALSE(h.session.idle());
+    h.feed("\r\n");
+    CHECK(h.session.idle());
+    h.feed("POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 5\r\n\r\nhe");
+    CHECK_FALSE(h.session.idle());
+    h.feed("llo");
+    CHECK(h.session.idle());
+    h.feed("POST / HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n");
+    CHECK_FALSE(h.session.idle());
+    h.feed("0\r\n\r\n");
+    CHECK(h.session.idle());
+    CHECK(h.parsed().size() == 3);
+}
+
+TEST_CASE("session reset makes a closed session serve a new connection", "[session]") {
+    SessionHarness h;
+    REQUIRE(h.feed("GET / HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n") == Result::close);
+    REQUIRE(h.session.closed());
+    h.session.reset();
+    CHECK_FALSE(h.session.closed());
+    CHECK(h.session.idle());
+    h.out.clear();
+    CHECK(h.feed(kFollowUp) == Result::open);
+    const ParsedStream s = h.parsed();
+    REQUIRE(s.size() == 1);
+    CHECK(s[0].body == kPlaintextBody);
+    CHECK(s[0].count("Connection") == 0);
+}
+
+TEST_CASE("session reset forgets a partial request and a requested close", "[session]") {
+    SessionHarness h;
+    h.feed("POST /plaintext HTTP/1.1\r\nHost: test\r\nContent-Length: 100\r\n\r\npartial body");
+    h.session.request_close();
+    h.session.reset();
+    CHECK(h.session.idle());
+    CHECK(h.feed("GET /json HTTP/1.1\r\nHost: test\r\n\r\n") == Result::open);
+    const ParsedStream s = h.parsed();
+    REQUIRE(s.ok());
+    REQUIRE(s.size() == 1);
+    CHECK(s[0].status == 200);
+    CHECK(s[0].body == kJsonBody);
+    CHECK(s[0].count("Connection") == 0);
+}
+
+TEST_CASE("session responses counts every response written", "[session]") {
+    SessionHarness h;
+    CHECK(h.session.responses() == 0);
+    h.feed(kFollowUp + "GET /missing HTTP/1.1\r\nHost: test\r\n\r\n" +
+           "POST / HTTP/1.1\r\nHost: test\r\n\r\n");
+    CHECK(h.session.responses() == 3);
+    h.feed("GET /");  // incomplete: not answered yet
+    CHECK(h.session.responses() == 3);
+    h.feed(" HTTP/1.1\r\nHost: test\r\n\r\nBAD\r\n\r\n");
+    CHECK(h.session.responses() == 5);  // the root, then the 400
+    CHECK(h.parsed().size() == 5);
+}
+
+TEST_CASE("session feeds of no bytes change nothing", "[session]") {
+    SessionHarness h;
+    const std::string empty;
+    CHECK(h.feed(empty) == Result::open);
+    CHECK(h.out.empty());
+    h.feed("GET /json HTTP/1.1\r\nHost: test\r\n");
+    CHECK(h.feed(empty) == Result::open);
+    CHECK(h.out.empty());
+    h.feed("\r\n");
+    CHECK(h.parsed().size() == 1);
+    SECTION("including an empty span with no storage behind it") {
+        const std::size_t before = h.out.size();
+        CHECK(h.session.feed(std::span<const char>{}, h.out) == Result::open);
+        CHECK(h.out.size() == before);
+    }
+}
+
+TEST_CASE("session composed and cached modes answer byte-identically", "[session][response]") {
+    const std::string in =
+        concat(mixed_requests()) + "GET /json HTTP/1.0\r\nConnection: keep-alive\r\n\r\n" +
+        "HEAD /plaintext HTTP/1.0\r\nConnection: keep-alive\r\n\r\n" + requests_with_bodies() +
+        "GET / HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n";
+    SessionHarness composed({}, ResponseMode::composed);
+    SessionHarness cached({}, ResponseMode::cached);
+    CHECK(composed.feed(in) == Result::close);
+    CHECK(cached.feed(in) == Result::close);
+    CHECK(composed.session.responses() == 16 + 2 + 5 + 1);
+    CHECK(cached.out.view() == composed.out.view());
+}
+
+TEST_CASE("session requires exactly one Host header in HTTP/1.1", "[session][guard]") {
+    // RFC 9112 3.2: 400 for an HTTP/1.1 request without Host, and for any
+    // request with more than one Host field line.
+    struct Case {
+        const char* what;
+        std::string request;
+        int status;
+    };
+    const std::vector<Case> cases{
+        {"HTTP/1.1 without Host", "GET /plaintext HTTP/1.1\r\nX: y\r\n\r\n", 400},
+        {"HTTP/1.1 with two Host lines", "GET /plaintext HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n", 400},
+        {"HTTP/1.0 with two Host lines", "GET /plaintext HTTP/1.0\r\nHost: a\r\nhost: b\r\n\r\n", 400},
+        {"HTTP/1.0 without Host", "GET /plaintext HTTP/1.0\r\n\r\n", 200},
+        {"Host in capitals", "GET /plaintext HTTP/1.1\r\nHOST: a\r\n\r\n", 200},
+        {"only a longer name that starts with Host",
+         "GET /plaintext HTTP/1.1\r\nHosts: a\r\n\r\n", 400},
+        {"only a name that ends with Host", "GET /plaintext HTTP/1.1\r\nX-Host: a\r\n\r\n", 400},
+        {"X-Host next to Host", "GET /plaintext HTTP/1.1\r\nX-Host: a\r\nHost: b\r\n\r\n", 200},
+        {"a Host trailer does not count",
+         "POST /plaintext HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+         "0\r\nHost: b\r\n\r\n",
+         405},
+    };
+    for (const Case& c : cases) {
+        INFO(c.what);
+        // Whole, and split at every byte so the name is matched across feeds.
+        for (std::size_t cut = 0; cut <= c.request.size(); ++cut) {
+            SessionHarness h;
+            const Result first = h.feed(std::string_view(c.request).substr(0, cut));
+            if (first == Result::open) h.feed(std::string_view(c.request).substr(cut));
+            const ParsedStream s = h.parsed();
+            REQUIRE(s.ok());
+            REQUIRE(s.size() == 1);
+            if (s[0].status != c.status) {
+                FAIL_CHECK("split at " << cut << ": status " << s[0].status << ", expected "
+                                       << c.status);
+                break;
+            }
+            if (c.status == 400) CHECK(s[0].header("Connection") == "close");
+        }
+    }
+}
