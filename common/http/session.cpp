@@ -153,12 +153,18 @@ bool Session::head_done() noexcept {
 }
 
 void Session::respond() noexcept {
+    // llhttp_should_keep_alive() without its call and its response-framing
+    // half (a request never needs EOF to end): HTTP/1.1 stays open unless
+    // "Connection: close", HTTP/1.0 closes unless "Connection: keep-alive".
+    const bool http10 = parser_.http_minor == 0;
+    const bool keep_alive = http10 ? (parser_.flags & F_CONNECTION_KEEP_ALIVE) != 0
+                                   : (parser_.flags & F_CONNECTION_CLOSE) == 0;
     Persistence persistence = Persistence::keep_alive;
     // We do not switch protocols: an Upgrade or CONNECT request is answered
     // as plain HTTP and the connection closed after it.
-    if (close_requested_ || parser_.upgrade || !llhttp_should_keep_alive(&parser_)) {
+    if (close_requested_ || parser_.upgrade || !keep_alive) {
         persistence = Persistence::close;
-    } else if (parser_.http_minor == 0) {
+    } else if (http10) {
         persistence = Persistence::keep_alive_explicit;
     }
     const Method method = parser_.method == HTTP_GET    ? Method::get
@@ -268,9 +274,14 @@ std::string_view Session::target_path() const noexcept {
 
 int Session::on_header_field(llhttp_t* p, const char* at, std::size_t n) noexcept {
     // Is this field "Host"? Matched case-insensitively as the name streams in
-    // (it may be split across reads).
+    // (it may be split across reads). Most names arrive whole: a name that is
+    // not 4 bytes long is decided at once.
     static constexpr char kHost[] = "host";
     Session& s = self(p);
+    if (s.host_match_ == 0 && n != 4) {
+        if (n > 4) s.host_match_ = 0xff;
+        else if (n == 0) return 0;
+    }
     for (std::size_t i = 0; i < n && s.host_match_ != 0xff; ++i) {
         const auto lower = static_cast<char>(at[i] | 0x20);
         s.host_match_ = s.host_match_ < 4 && lower == kHost[s.host_match_]

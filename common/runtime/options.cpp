@@ -25,9 +25,9 @@ std::chrono::milliseconds to_ms(double seconds) {
 
 }  // namespace
 
-ParsedOptions parse_server_options(std::string_view model, std::string_view description,
+ParsedOptions parse_server_options(std::string_view program_name, std::string_view description,
                                    int argc, const char* const* argv) {
-    const std::string program = fmt::format("server-{}", model);
+    const std::string program{program_name};
     ServerOptions o;
     CLI::App app{fmt::format("{}: {}", program, description), program};
     app.get_formatter()->column_width(34);

@@ -25,10 +25,11 @@
 namespace sm::runtime {
 
 int serve(const Model& model, int argc, const char* const* argv) {
-    ParsedOptions parsed = parse_server_options(model.name, model.description, argc, argv);
+    const std::string program = model.program.empty() ? fmt::format("server-{}", model.name)
+                                                      : std::string(model.program);
+    ParsedOptions parsed = parse_server_options(program, model.description, argc, argv);
     if (!parsed.options) return parsed.exit_code;
     const ServerOptions& opts = *parsed.options;
-    const std::string program = fmt::format("server-{}", model.name);
     set_program_name(program);
 
     Listeners listeners;

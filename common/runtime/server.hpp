@@ -33,6 +33,8 @@ struct Model {
     // Runs one thread's share of the server until stop_fd fires. Throwing
     // std::exception stops the whole server with exit code 1.
     void (*worker)(const WorkerContext&);
+    // The binary's name when it is not "server-<name>" (bench/floor).
+    std::string_view program = {};
 };
 
 int serve(const Model& model, int argc, const char* const* argv);
