@@ -71,6 +71,7 @@ ResponseCache::ResponseCache(ResponseMode mode, std::time_t now) : mode_(mode) {
     if (mode_ == ResponseMode::cached) {
         for (auto& per_endpoint : cached_)
             for (auto& response : per_endpoint) response.reserve(256);
+        scratch_.reserve(512);
     }
     refresh(now);
 }
@@ -117,7 +118,7 @@ void ResponseCache::compose(ByteBuffer& out, Status status, std::string_view typ
 
 void ResponseCache::render_cached() {
     // Rendered through compose() itself, so both modes are byte-identical by construction.
-    ByteBuffer scratch(512);
+    ByteBuffer& scratch = scratch_;
     const Message msg{kHelloWorld};
     char json[json_max_size(Message{kHelloWorld})];
     const std::string_view json_body{json, serialize(msg, json)};

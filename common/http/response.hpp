@@ -83,8 +83,10 @@ private:
     // "Server: ...\r\nDate: ...\r\n": the lines every response shares, one copy.
     std::array<char, 96> common_{};
     std::size_t common_len_ = 0;
-    // cached mode: [endpoint][head] for keep-alive responses
+    // cached mode: [endpoint][head] for keep-alive responses, and the buffer
+    // they are composed in (kept, so a refresh allocates nothing)
     std::array<std::array<std::string, 2>, 3> cached_;
+    ByteBuffer scratch_;
 };
 
 }  // namespace sm::http

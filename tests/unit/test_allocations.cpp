@@ -1,0 +1,88 @@
+// The hot path allocates nothing per request: once a session and its output
+// buffer have grown to their working size, answering more requests (in any
+// endpoint, method or mode, pipelined and split across reads) performs no
+// heap allocation at all. Its own binary: it replaces the global operator new.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+#include <string>
+
+#include "http_test_support.hpp"
+
+namespace {
+std::atomic<std::size_t> g_allocations{0};
+}  // namespace
+
+// Counting replacements; GCC warns that free() gets a pointer from operator
+// new once it inlines them, which is exactly what this pair does.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+void* operator new(std::size_t n) {
+    g_allocations.fetch_add(1, std::memory_order_relaxed);
+    if (void* p = std::malloc(n ? n : 1)) return p;
+    throw std::bad_alloc();
+}
+void* operator new[](std::size_t n) { return operator new(n); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+
+namespace {
+
+using sm::http::ResponseMode;
+using sm::test::SessionHarness;
+
+std::string mixed_batch() {
+    std::string in;
+    for (int i = 0; i < 4; ++i) {
+        in += "GET /plaintext HTTP/1.1\r\nHost: test\r\n\r\n";
+        in += "GET /json HTTP/1.1\r\nHost: test\r\nAccept: application/json\r\n\r\n";
+        in += "HEAD / HTTP/1.1\r\nHost: test\r\n\r\n";
+        in += "GET /nothing-here?x=1 HTTP/1.1\r\nHost: test\r\n\r\n";
+        in += "POST /json HTTP/1.1\r\nHost: test\r\nContent-Length: 5\r\n\r\nhello";
+        in += "POST /plaintext HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n"
+              "3;x=y\r\nabc\r\n0\r\n\r\n";
+        in += "GET http://example.test/json HTTP/1.1\r\nHost: example.test\r\n\r\n";
+    }
+    return in;
+}
+
+}  // namespace
+
+TEST_CASE("session answers requests without allocating", "[allocations][session]") {
+    const auto mode = GENERATE(ResponseMode::composed, ResponseMode::cached);
+    INFO("mode " << sm::http::to_string(mode));
+    const std::string batch = mixed_batch();
+    SessionHarness h({}, mode);
+    // Warm up: the output buffer grows to the size of one batch's responses.
+    REQUIRE(h.feed(batch) == sm::http::Session::Result::open);
+    const std::size_t answered = h.session.responses();
+    REQUIRE(answered == 28);
+
+    const std::size_t before = g_allocations.load();
+    for (int round = 0; round < 200; ++round) {
+        h.out.clear();
+        // Whole, and split into uneven reads (a request straddling two reads).
+        if (round % 2 == 0) {
+            h.feed(batch);
+        } else {
+            for (std::size_t at = 0; at < batch.size(); at += 37)
+                h.feed(std::string_view(batch).substr(at, 37));
+        }
+    }
+    const std::size_t allocations = g_allocations.load() - before;
+    CHECK(h.session.responses() == answered * 201);
+    CHECK(allocations == 0);
+}
+
+TEST_CASE("response cache refreshes the Date without allocating", "[allocations][response]") {
+    const auto mode = GENERATE(ResponseMode::composed, ResponseMode::cached);
+    sm::http::ResponseCache cache(mode, 1'000'000'000);
+    const std::size_t before = g_allocations.load();
+    for (std::time_t t = 1'000'000'001; t < 1'000'000'101; ++t) REQUIRE(cache.refresh(t));
+    CHECK(g_allocations.load() - before == 0);
+}
