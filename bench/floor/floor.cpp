@@ -122,7 +122,8 @@ void run_floor(const sm::runtime::WorkerContext& ctx) {
                 }
                 const std::size_t k = count_blank_lines(buf.get(), buf.get() + r, c.matched);
                 out.clear();
-                for (std::size_t j = 0; j < k; ++j) out += response;
+                for (std::size_t j = 0; j < k; ++j)
+                    out += response;
                 if (!c.pending.empty()) {
                     c.pending += out;
                 } else if (!out.empty()) {
@@ -134,7 +135,8 @@ void run_floor(const sm::runtime::WorkerContext& ctx) {
                     if (static_cast<std::size_t>(w < 0 ? 0 : w) < out.size())
                         c.pending.assign(out, static_cast<std::size_t>(w < 0 ? 0 : w));
                 }
-                if (static_cast<std::size_t>(r) < kReadSize && !(events[i].events & EPOLLRDHUP)) break;
+                if (static_cast<std::size_t>(r) < kReadSize && !(events[i].events & EPOLLRDHUP))
+                    break;
             }
         }
     }

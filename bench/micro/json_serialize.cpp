@@ -29,18 +29,24 @@ void* operator new(std::size_t n) {
     if (void* p = std::malloc(n ? n : 1)) return p;
     throw std::bad_alloc();
 }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p) noexcept {
+    std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+    std::free(p);
+}
 
 namespace {
 
 template <typename F>
 void run(const char* name, long iterations, F&& serialize) {
     std::size_t sink = 0;
-    for (long i = 0; i < iterations / 10; ++i) sink += serialize();  // warm up
+    for (long i = 0; i < iterations / 10; ++i)
+        sink += serialize();  // warm up
     const std::size_t allocs_before = g_allocations;
     const auto t0 = std::chrono::steady_clock::now();
-    for (long i = 0; i < iterations; ++i) sink += serialize();
+    for (long i = 0; i < iterations; ++i)
+        sink += serialize();
     const auto t1 = std::chrono::steady_clock::now();
     const double ns = std::chrono::duration<double, std::nano>(t1 - t0).count() / iterations;
     const double allocs = static_cast<double>(g_allocations - allocs_before) / iterations;
@@ -55,7 +61,8 @@ int main(int argc, char** argv) {
     char buf[sm::http::json_max_size(sm::http::Message{sm::http::kHelloWorld})];
     const std::size_t n = sm::http::serialize(sm::http::Message{sm::http::kHelloWorld}, buf);
     if (std::string(buf, n) != reference) {
-        std::fprintf(stderr, "outputs differ: %s vs %.*s\n", reference.c_str(), static_cast<int>(n), buf);
+        std::fprintf(stderr, "outputs differ: %s vs %.*s\n", reference.c_str(), static_cast<int>(n),
+                     buf);
         return 1;
     }
     std::printf("body: %s (%zu bytes), %ld iterations each\n", reference.c_str(), n, iterations);

@@ -13,7 +13,7 @@
 namespace sm::http {
 
 class ByteBuffer {
-public:
+  public:
     ByteBuffer() = default;
     explicit ByteBuffer(std::size_t capacity) { reserve(capacity); }
 
@@ -53,7 +53,7 @@ public:
     // Frees the storage (for idle connections); the buffer must be empty.
     void release() noexcept;
 
-private:
+  private:
     void make_room(std::size_t n);
 
     std::unique_ptr<char[]> buf_;

@@ -13,8 +13,10 @@ constexpr std::size_t kRowSize = 8;
 
 constexpr std::array<std::uint8_t, 256> make_classes() {
     std::array<std::uint8_t, 256> t{};
-    for (std::size_t c = 0; c < 256; ++c) t[c] = kOther;  // obs-text (>= 0x80) included
-    for (std::size_t c = 0; c < 0x20; ++c) t[c] = kCtl;
+    for (std::size_t c = 0; c < 256; ++c)
+        t[c] = kOther;  // obs-text (>= 0x80) included
+    for (std::size_t c = 0; c < 0x20; ++c)
+        t[c] = kCtl;
     t[0x7f] = kCtl;
     t['\r'] = kCr;
     t['\n'] = kLf;
@@ -32,6 +34,8 @@ constexpr Row row(S cr, S lf, S sp, S ht, S colon, S ctl, S other) {
     return {cr, lf, sp, ht, colon, ctl, other, S::kFailed};
 }
 
+// One row per state, one column per class.
+// clang-format off
 constexpr std::array<Row, S::kStateCount> make_transitions() {
     constexpr S F = S::kFailed;
     std::array<Row, S::kStateCount> t{};
@@ -57,6 +61,7 @@ constexpr std::array<Row, S::kStateCount> make_transitions() {
     t[S::kFailed]         = row(F,                  F,                  F,            F,  F,           F,  F);
     return t;
 }
+// clang-format on
 constexpr std::array<Row, S::kStateCount> kNext = make_transitions();
 
 // Why (state, class) failed: only looked up once a violation was found.
@@ -104,7 +109,8 @@ const char* FramingGuard::scan(const char* p, const char* end) noexcept {
         step(q[2]);
         step(q[3]);
     }
-    for (; q < end; ++q) step(*q);
+    for (; q < end; ++q)
+        step(*q);
     state_ = st;
     if (st != kFailed) return nullptr;
     // Slow path: find the first violation and say what it was.

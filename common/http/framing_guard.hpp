@@ -29,7 +29,7 @@
 namespace sm::http {
 
 class FramingGuard {
-public:
+  public:
     // Start of a request head (also accepts empty lines before the request line).
     void start_head() noexcept {
         state_ = kRequestStart;
@@ -56,15 +56,15 @@ public:
         kRequestStart,    // before the request line; empty lines allowed
         kRequestStartLf,  // CR of an empty line before the request line
         kMethod,
-        kSpace1,          // after the SP that ends the method
+        kSpace1,  // after the SP that ends the method
         kTarget,
-        kSpace2,          // after the SP that ends the target
+        kSpace2,  // after the SP that ends the target
         kVersion,
-        kLineLf,          // CR at the end of a line; LF must follow
-        kLineStart,       // start of a header line, or of the empty line
+        kLineLf,     // CR at the end of a line; LF must follow
+        kLineStart,  // start of a header line, or of the empty line
         kName,
         kValue,
-        kEndLf,           // CR of the empty line ending the head
+        kEndLf,  // CR of the empty line ending the head
         kHeadDone,
         kFramingLineStart,
         kFramingLine,
@@ -73,7 +73,7 @@ public:
         kStateCount,
     };
 
-private:
+  private:
     std::uint8_t state_ = kRequestStart;
     std::size_t bytes_ = 0;
 };

@@ -10,6 +10,7 @@ char* write_json_string(char* out, std::string_view s) noexcept {
     *out++ = '"';
     for (const char ch : s) {
         const auto c = static_cast<unsigned char>(ch);
+        // clang-format off
         switch (c) {
             case '"': *out++ = '\\'; *out++ = '"'; break;
             case '\\': *out++ = '\\'; *out++ = '\\'; break;
@@ -28,6 +29,7 @@ char* write_json_string(char* out, std::string_view s) noexcept {
                     *out++ = ch;
                 }
         }
+        // clang-format on
     }
     *out++ = '"';
     return out;

@@ -18,7 +18,9 @@ struct Message {
 };
 
 // Bytes needed in the worst case (every byte escaped as \u00XX).
-constexpr std::size_t json_string_max_size(std::size_t n) noexcept { return 2 + 6 * n; }
+constexpr std::size_t json_string_max_size(std::size_t n) noexcept {
+    return 2 + 6 * n;
+}
 constexpr std::size_t json_max_size(const Message& m) noexcept {
     return sizeof(R"({"message":})") - 1 + json_string_max_size(m.message.size());
 }

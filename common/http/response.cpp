@@ -41,7 +41,9 @@ constexpr std::string_view persistence_line(Persistence p) noexcept {
     return "";
 }
 
-constexpr std::size_t index_of(Endpoint e) noexcept { return static_cast<std::size_t>(e); }
+constexpr std::size_t index_of(Endpoint e) noexcept {
+    return static_cast<std::size_t>(e);
+}
 
 char* put(char* p, std::string_view s) noexcept {
     std::memcpy(p, s.data(), s.size());
@@ -70,7 +72,8 @@ std::optional<ResponseMode> parse_response_mode(std::string_view s) noexcept {
 ResponseCache::ResponseCache(ResponseMode mode, std::time_t now) : mode_(mode) {
     if (mode_ == ResponseMode::cached) {
         for (auto& per_endpoint : cached_)
-            for (auto& response : per_endpoint) response.reserve(256);
+            for (auto& response : per_endpoint)
+                response.reserve(256);
         scratch_.reserve(512);
     }
     refresh(now);
@@ -86,10 +89,9 @@ bool ResponseCache::refresh(std::time_t now) {
     // "C" locale, which the servers never change.
     static_assert(kServerLine.substr(8, kServerName.size()) == kServerName);
     std::memcpy(common_.data(), kServerLine.data(), kServerLine.size());
-    common_len_ = kServerLine.size() +
-                  std::strftime(common_.data() + kServerLine.size(),
-                                common_.size() - kServerLine.size(),
-                                "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
+    common_len_ = kServerLine.size() + std::strftime(common_.data() + kServerLine.size(),
+                                                     common_.size() - kServerLine.size(),
+                                                     "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
     if (mode_ == ResponseMode::cached) render_cached();
     return true;
 }
@@ -153,12 +155,8 @@ void ResponseCache::write_endpoint(Endpoint e, bool head, Persistence p, ByteBuf
             compose(out, Status::ok, kApplicationJson, {json, n}, head, p);
             return;
         }
-        case Endpoint::root:
-            compose(out, Status::ok, kTextPlainUtf8, kRootBody, head, p);
-            return;
-        case Endpoint::none:
-            write_error(Status::not_found, {}, head, p, out);
-            return;
+        case Endpoint::root: compose(out, Status::ok, kTextPlainUtf8, kRootBody, head, p); return;
+        case Endpoint::none: write_error(Status::not_found, {}, head, p, out); return;
     }
 }
 

@@ -47,7 +47,7 @@ std::optional<ResponseMode> parse_response_mode(std::string_view s) noexcept;
 inline constexpr std::string_view kServerName = "servermodels";
 
 class ResponseCache {
-public:
+  public:
     ResponseCache(ResponseMode mode, std::time_t now);
 
     // Re-renders the Date line (and, in cached mode, the endpoint responses)
@@ -69,12 +69,12 @@ public:
     void write_error(Status s, std::string_view detail, bool head, Persistence p,
                      ByteBuffer& out) const;
 
-private:
+  private:
     static constexpr std::string_view kServerLine = "Server: servermodels\r\n";
 
     // type_line: "Content-Type: <type>\r\nContent-Length: " (see response.cpp).
-    void compose(ByteBuffer& out, Status status, std::string_view type_line,
-                 std::string_view body, bool head, Persistence p) const;
+    void compose(ByteBuffer& out, Status status, std::string_view type_line, std::string_view body,
+                 bool head, Persistence p) const;
     void render_cached();
 
     ResponseMode mode_;

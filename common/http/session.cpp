@@ -6,7 +6,9 @@
 namespace sm::http {
 namespace {
 
-Session& self(llhttp_t* p) noexcept { return *static_cast<Session*>(p->data); }
+Session& self(llhttp_t* p) noexcept {
+    return *static_cast<Session*>(p->data);
+}
 
 llhttp_settings_t make_settings(llhttp_cb begin, llhttp_data_cb url, llhttp_data_cb field,
                                 llhttp_cb field_complete, llhttp_cb headers_complete,
@@ -174,9 +176,9 @@ void Session::respond() noexcept {
     if (r.method_allowed) {
         cache_->write_endpoint(r.endpoint, r.head, persistence, *out_);
     } else {
-        cache_->write_error(r.endpoint == Endpoint::none ? Status::not_found
-                                                         : Status::method_not_allowed,
-                            {}, r.head, persistence, *out_);
+        cache_->write_error(
+            r.endpoint == Endpoint::none ? Status::not_found : Status::method_not_allowed, {},
+            r.head, persistence, *out_);
     }
     ++responses_;
     in_message_ = false;
@@ -228,8 +230,10 @@ void Session::scan_target(const char* at, std::size_t n) noexcept {
         const char c = at[i];
         switch (target_state_) {
             case TargetState::start:
-                if (c == '/') target_state_ = TargetState::path;
-                else target_state_ = c == '*' ? TargetState::none : TargetState::scheme;
+                if (c == '/')
+                    target_state_ = TargetState::path;
+                else
+                    target_state_ = c == '*' ? TargetState::none : TargetState::scheme;
                 break;
             case TargetState::scheme:
                 if (c == ':') target_state_ = TargetState::colon;
@@ -241,8 +245,10 @@ void Session::scan_target(const char* at, std::size_t n) noexcept {
                 target_state_ = c == '/' ? TargetState::authority : TargetState::none;
                 break;
             case TargetState::authority:
-                if (c == '/') target_state_ = TargetState::path;
-                else if (c == '?' || c == '#') target_state_ = TargetState::done;  // empty path: "/"
+                if (c == '/')
+                    target_state_ = TargetState::path;
+                else if (c == '?' || c == '#')
+                    target_state_ = TargetState::done;  // empty path: "/"
                 break;
             default: break;
         }
@@ -250,7 +256,8 @@ void Session::scan_target(const char* at, std::size_t n) noexcept {
     }
     if (target_state_ != TargetState::path) return;
     std::size_t end = i;
-    while (end < n && at[end] != '?' && at[end] != '#') ++end;
+    while (end < n && at[end] != '?' && at[end] != '#')
+        ++end;
     const std::size_t take = end - i;
     if (take > target_.size() - target_len_) {
         target_state_ = TargetState::overflow;
@@ -279,8 +286,10 @@ int Session::on_header_field(llhttp_t* p, const char* at, std::size_t n) noexcep
     static constexpr char kHost[] = "host";
     Session& s = self(p);
     if (s.host_match_ == 0 && n != 4) {
-        if (n > 4) s.host_match_ = 0xff;
-        else if (n == 0) return 0;
+        if (n > 4)
+            s.host_match_ = 0xff;
+        else if (n == 0)
+            return 0;
     }
     for (std::size_t i = 0; i < n && s.host_match_ != 0xff; ++i) {
         const auto lower = static_cast<char>(at[i] | 0x20);
@@ -296,7 +305,8 @@ int Session::on_header_field_complete(llhttp_t* p) noexcept {
     if (s.host_match_ == 4 && s.host_count_ < 0xff) ++s.host_count_;
     s.host_match_ = 0;
     if (++s.header_count_ > s.limits_->max_header_count)
-        return s.fail_in_callback(Status::header_fields_too_large, "more header fields than the limit");
+        return s.fail_in_callback(Status::header_fields_too_large,
+                                  "more header fields than the limit");
     return 0;
 }
 

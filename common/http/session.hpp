@@ -20,7 +20,7 @@
 namespace sm::http {
 
 class Session {
-public:
+  public:
     enum class Result : std::uint8_t {
         open,   // keep reading
         close,  // write what is in the output buffer, then close (lingering)
@@ -48,7 +48,7 @@ public:
     [[nodiscard]] bool closed() const noexcept { return closed_; }
     [[nodiscard]] std::uint64_t responses() const noexcept { return responses_; }
 
-private:
+  private:
     enum class Phase : std::uint8_t { head, body_length, body_chunked };
 
     static int on_message_begin(llhttp_t* p) noexcept;
@@ -72,8 +72,8 @@ private:
     llhttp_t parser_{};
     const ResponseCache* cache_;
     const Limits* limits_;
-    ByteBuffer* out_ = nullptr;      // only during feed()
-    const char* scan_pos_ = nullptr; // first byte the guard has not seen
+    ByteBuffer* out_ = nullptr;       // only during feed()
+    const char* scan_pos_ = nullptr;  // first byte the guard has not seen
     FramingGuard guard_;
     Phase phase_ = Phase::head;
     bool in_message_ = false;

@@ -32,9 +32,10 @@ std::vector<int> parse_cpu_list(std::string_view text) {
             const int lo = parse_cpu(item.substr(0, dash), text);
             const int hi = parse_cpu(item.substr(dash + 1), text);
             if (lo > hi)
-                throw std::invalid_argument("invalid CPU list '" + std::string(text) +
-                                            "': range " + std::string(item) + " is reversed");
-            for (int c = lo; c <= hi; ++c) cpus.push_back(c);
+                throw std::invalid_argument("invalid CPU list '" + std::string(text) + "': range " +
+                                            std::string(item) + " is reversed");
+            for (int c = lo; c <= hi; ++c)
+                cpus.push_back(c);
         } else {
             cpus.push_back(parse_cpu(item, text));
         }

@@ -18,7 +18,7 @@ struct ListHook {
 
 template <typename T, ListHook T::*Hook>
 class IntrusiveList {
-public:
+  public:
     IntrusiveList() noexcept { head_.prev = head_.next = &head_; }
     IntrusiveList(const IntrusiveList&) = delete;
     IntrusiveList& operator=(const IntrusiveList&) = delete;
@@ -57,10 +57,11 @@ public:
 
     // Moves every element to `to` (appending), leaving this list empty.
     void splice_into(IntrusiveList& to) noexcept {
-        while (T* item = pop_front()) to.push_back(*item);
+        while (T* item = pop_front())
+            to.push_back(*item);
     }
 
-private:
+  private:
     static T& owner(ListHook* h) noexcept { return *static_cast<T*>(h->owner); }
 
     ListHook head_;

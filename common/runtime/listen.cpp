@@ -28,8 +28,8 @@ Resolved resolve(const std::string& address, std::uint16_t port) {
     hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV | AI_NUMERICHOST;
     addrinfo* res = nullptr;
     const std::string service = std::to_string(port);
-    if (const int rc = getaddrinfo(address.empty() ? nullptr : address.c_str(), service.c_str(),
-                                   &hints, &res);
+    if (const int rc =
+            getaddrinfo(address.empty() ? nullptr : address.c_str(), service.c_str(), &hints, &res);
         rc != 0) {
         throw std::runtime_error(
             fmt::format("cannot resolve address '{}': {}", address, gai_strerror(rc)));

@@ -11,7 +11,9 @@ std::string& program() {
 }
 }  // namespace
 
-void set_program_name(std::string_view name) { program() = name; }
+void set_program_name(std::string_view name) {
+    program() = name;
+}
 
 void log(std::string_view message) {
     // One fprintf per line: stderr is unbuffered and a single call keeps lines

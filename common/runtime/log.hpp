@@ -13,7 +13,7 @@ void log(std::string_view message);
 // per connection (EMFILE under fd exhaustion) must not flood the log or burn
 // the core that writes it.
 class RateLimit {
-public:
+  public:
     explicit RateLimit(std::chrono::steady_clock::duration interval = std::chrono::seconds(1))
         : interval_(interval) {}
     // True when a message may be logged now; counts the ones suppressed.
@@ -32,7 +32,7 @@ public:
         return n;
     }
 
-private:
+  private:
     std::chrono::steady_clock::duration interval_;
     std::chrono::steady_clock::time_point last_{};
     unsigned long suppressed_ = 0;

@@ -2,9 +2,9 @@
 
 #include <arpa/inet.h>
 
-#include <CLI/CLI.hpp>
-#include <llhttp.h>
 #include <fmt/core.h>
+#include <llhttp.h>
+#include <CLI/CLI.hpp>
 
 #include <cmath>
 #include <stdexcept>
@@ -31,9 +31,9 @@ ParsedOptions parse_server_options(std::string_view program_name, std::string_vi
     ServerOptions o;
     CLI::App app{fmt::format("{}: {}", program, description), program};
     app.get_formatter()->column_width(34);
-    app.set_version_flag("--version", fmt::format("{} (servermodels {}, llhttp {}.{}.{})", program,
-                                                  SM_VERSION, LLHTTP_VERSION_MAJOR,
-                                                  LLHTTP_VERSION_MINOR, LLHTTP_VERSION_PATCH));
+    app.set_version_flag(
+        "--version", fmt::format("{} (servermodels {}, llhttp {}.{}.{})", program, SM_VERSION,
+                                 LLHTTP_VERSION_MAJOR, LLHTTP_VERSION_MINOR, LLHTTP_VERSION_PATCH));
 
     std::string cpus;
     std::string mode{http::to_string(o.mode)};
@@ -46,7 +46,8 @@ ParsedOptions parse_server_options(std::string_view program_name, std::string_vi
             [](const std::string& s) {
                 return is_ip_address(s)
                            ? std::string()
-                           : "'" + s + "' is not an IPv4 or IPv6 address (e.g. 127.0.0.1, ::1, 0.0.0.0)";
+                           : "'" + s +
+                                 "' is not an IPv4 or IPv6 address (e.g. 127.0.0.1, ::1, 0.0.0.0)";
             },
             "IP")
         ->capture_default_str();

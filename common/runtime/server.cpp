@@ -25,8 +25,8 @@
 namespace sm::runtime {
 
 int serve(const Model& model, int argc, const char* const* argv) {
-    const std::string program = model.program.empty() ? fmt::format("server-{}", model.name)
-                                                      : std::string(model.program);
+    const std::string program =
+        model.program.empty() ? fmt::format("server-{}", model.name) : std::string(model.program);
     ParsedOptions parsed = parse_server_options(program, model.description, argc, argv);
     if (!parsed.options) return parsed.exit_code;
     const ServerOptions& opts = *parsed.options;

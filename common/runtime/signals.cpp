@@ -39,6 +39,8 @@ int wait_for_stop_signal() {
     }
 }
 
-void request_stop_from_thread() noexcept { ::kill(::getpid(), SIGTERM); }
+void request_stop_from_thread() noexcept {
+    ::kill(::getpid(), SIGTERM);
+}
 
 }  // namespace sm::runtime

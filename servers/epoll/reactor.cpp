@@ -67,8 +67,7 @@ Reactor::Reactor(const runtime::WorkerContext& ctx)
     if (::epoll_ctl(ep_.get(), EPOLL_CTL_ADD, listener_.get(), &lev) != 0)
         throw_errno("epoll_ctl(listener)");
     auto sev = event_for(&stop_tag, EPOLLIN);
-    if (::epoll_ctl(ep_.get(), EPOLL_CTL_ADD, stop_fd_, &sev) != 0)
-        throw_errno("epoll_ctl(stop)");
+    if (::epoll_ctl(ep_.get(), EPOLL_CTL_ADD, stop_fd_, &sev) != 0) throw_errno("epoll_ctl(stop)");
 }
 
 void Reactor::run() {
@@ -81,7 +80,8 @@ void Reactor::run() {
         }
         // The Date line is re-rendered only when the second changes.
         cache_.refresh(std::time(nullptr));
-        for (int i = 0; i < n; ++i) dispatch(events[i]);
+        for (int i = 0; i < n; ++i)
+            dispatch(events[i]);
         run_ready();
         run_timers();
         recycle_closed();
@@ -160,8 +160,7 @@ void Reactor::resume_accepting() {
     accept_paused_ = false;
     if (!listener_) return;
     auto ev = event_for(&listen_tag, EPOLLIN);
-    if (::epoll_ctl(ep_.get(), EPOLL_CTL_ADD, listener_.get(), &ev) != 0)
-        pause_accepting(errno);
+    if (::epoll_ctl(ep_.get(), EPOLL_CTL_ADD, listener_.get(), &ev) != 0) pause_accepting(errno);
 }
 
 void Reactor::service(Connection& c) {
@@ -360,6 +359,8 @@ int Reactor::next_timeout_ms() {
     return wait.count() <= 0 ? 0 : static_cast<int>(std::min<long long>(wait.count(), 60'000));
 }
 
-void run_worker(const runtime::WorkerContext& ctx) { Reactor(ctx).run(); }
+void run_worker(const runtime::WorkerContext& ctx) {
+    Reactor(ctx).run();
+}
 
 }  // namespace sm::epoll

@@ -31,23 +31,23 @@ struct Connection {
 
     int fd = -1;  // -1 once closed; the object is recycled only after the event batch
     http::Session session;
-    http::ByteBuffer pending;  // responses the socket has not taken yet (waiting for EPOLLOUT)
-    bool input_ready = false;  // the last read did not prove the socket drained
-    bool peer_closed = false;  // read() returned 0: the client shut down its side
+    http::ByteBuffer pending;    // responses the socket has not taken yet (waiting for EPOLLOUT)
+    bool input_ready = false;    // the last read did not prove the socket drained
+    bool peer_closed = false;    // read() returned 0: the client shut down its side
     bool peer_fin_seen = false;  // EPOLLRDHUP/EPOLLHUP arrived: the EOF is waiting to be read
-    bool want_close = false;   // the session ended (Connection: close, error, HTTP/1.0)
-    bool lingering = false;    // our side shut down; draining until the client closes
+    bool want_close = false;     // the session ended (Connection: close, error, HTTP/1.0)
+    bool lingering = false;      // our side shut down; draining until the client closes
     Clock::time_point linger_deadline{};
     runtime::ListHook ready_hook;   // in Reactor::ready_: has input left after its budget
     runtime::ListHook linger_hook;  // in Reactor::lingering_
 };
 
 class Reactor {
-public:
+  public:
     explicit Reactor(const runtime::WorkerContext& ctx);
     void run();
 
-private:
+  private:
     using ReadyList = runtime::IntrusiveList<Connection, &Connection::ready_hook>;
     using LingerList = runtime::IntrusiveList<Connection, &Connection::linger_hook>;
 

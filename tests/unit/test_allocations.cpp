@@ -25,11 +25,21 @@ void* operator new(std::size_t n) {
     if (void* p = std::malloc(n ? n : 1)) return p;
     throw std::bad_alloc();
 }
-void* operator new[](std::size_t n) { return operator new(n); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void* operator new[](std::size_t n) {
+    return operator new(n);
+}
+void operator delete(void* p) noexcept {
+    std::free(p);
+}
+void operator delete[](void* p) noexcept {
+    std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+    std::free(p);
+}
+void operator delete[](void* p, std::size_t) noexcept {
+    std::free(p);
+}
 
 namespace {
 
@@ -44,8 +54,9 @@ std::string mixed_batch() {
         in += "HEAD / HTTP/1.1\r\nHost: test\r\n\r\n";
         in += "GET /nothing-here?x=1 HTTP/1.1\r\nHost: test\r\n\r\n";
         in += "POST /json HTTP/1.1\r\nHost: test\r\nContent-Length: 5\r\n\r\nhello";
-        in += "POST /plaintext HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n"
-              "3;x=y\r\nabc\r\n0\r\n\r\n";
+        in +=
+            "POST /plaintext HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n"
+            "3;x=y\r\nabc\r\n0\r\n\r\n";
         in += "GET http://example.test/json HTTP/1.1\r\nHost: example.test\r\n\r\n";
     }
     return in;
@@ -83,6 +94,7 @@ TEST_CASE("response cache refreshes the Date without allocating", "[allocations]
     const auto mode = GENERATE(ResponseMode::composed, ResponseMode::cached);
     sm::http::ResponseCache cache(mode, 1'000'000'000);
     const std::size_t before = g_allocations.load();
-    for (std::time_t t = 1'000'000'001; t < 1'000'000'101; ++t) REQUIRE(cache.refresh(t));
+    for (std::time_t t = 1'000'000'001; t < 1'000'000'101; ++t)
+        REQUIRE(cache.refresh(t));
     CHECK(g_allocations.load() - before == 0);
 }

@@ -29,22 +29,14 @@ namespace {
 // Reason phrases of RFC 9110 section 15 (413 under its RFC 9110 name).
 std::string_view reason_for(int status) {
     switch (status) {
-        case 200:
-            return "OK";
-        case 400:
-            return "Bad Request";
-        case 404:
-            return "Not Found";
-        case 405:
-            return "Method Not Allowed";
-        case 413:
-            return "Content Too Large";
-        case 414:
-            return "URI Too Long";
-        case 431:
-            return "Request Header Fields Too Large";
-        default:
-            return "?";
+        case 200: return "OK";
+        case 400: return "Bad Request";
+        case 404: return "Not Found";
+        case 405: return "Method Not Allowed";
+        case 413: return "Content Too Large";
+        case 414: return "URI Too Long";
+        case 431: return "Request Header Fields Too Large";
+        default: return "?";
     }
 }
 
@@ -574,17 +566,10 @@ TEST_CASE("session routes every target form as route() does, however the target 
                                                                            : 405;
         std::string_view body;
         switch (expected.endpoint) {
-            case sm::http::Endpoint::plaintext:
-                body = kPlaintextBody;
-                break;
-            case sm::http::Endpoint::json:
-                body = kJsonBody;
-                break;
-            case sm::http::Endpoint::root:
-                body = kRootBody;
-                break;
-            case sm::http::Endpoint::none:
-                break;
+            case sm::http::Endpoint::plaintext: body = kPlaintextBody; break;
+            case sm::http::Endpoint::json: body = kJsonBody; break;
+            case sm::http::Endpoint::root: body = kRootBody; break;
+            case sm::http::Endpoint::none: break;
         }
         const std::string in = c.method + " " + c.target + " HTTP/1.1\r\nHost: test\r\n\r\n";
         for (std::size_t cut = 1; cut < in.size(); ++cut) {
@@ -1141,12 +1126,14 @@ TEST_CASE("session requires exactly one Host header in HTTP/1.1", "[session][gua
     };
     const std::vector<Case> cases{
         {"HTTP/1.1 without Host", "GET /plaintext HTTP/1.1\r\nX: y\r\n\r\n", 400},
-        {"HTTP/1.1 with two Host lines", "GET /plaintext HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n", 400},
-        {"HTTP/1.0 with two Host lines", "GET /plaintext HTTP/1.0\r\nHost: a\r\nhost: b\r\n\r\n", 400},
+        {"HTTP/1.1 with two Host lines", "GET /plaintext HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n",
+         400},
+        {"HTTP/1.0 with two Host lines", "GET /plaintext HTTP/1.0\r\nHost: a\r\nhost: b\r\n\r\n",
+         400},
         {"HTTP/1.0 without Host", "GET /plaintext HTTP/1.0\r\n\r\n", 200},
         {"Host in capitals", "GET /plaintext HTTP/1.1\r\nHOST: a\r\n\r\n", 200},
-        {"only a longer name that starts with Host",
-         "GET /plaintext HTTP/1.1\r\nHosts: a\r\n\r\n", 400},
+        {"only a longer name that starts with Host", "GET /plaintext HTTP/1.1\r\nHosts: a\r\n\r\n",
+         400},
         {"only a name that ends with Host", "GET /plaintext HTTP/1.1\r\nX-Host: a\r\n\r\n", 400},
         {"X-Host next to Host", "GET /plaintext HTTP/1.1\r\nX-Host: a\r\nHost: b\r\n\r\n", 200},
         {"a Host trailer does not count",
