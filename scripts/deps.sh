@@ -6,7 +6,7 @@
 # find_package/pkg-config (see README "Building elsewhere").
 set -euo pipefail
 
-build=(g++ cmake ninja-build pkg-config make
+build=(g++ clang-14 libclang-rt-14-dev cmake ninja-build pkg-config make
        node-llhttp libuv1-dev liburing-dev libsimdjson-dev nlohmann-json3-dev
        libcli11-dev libfmt-dev catch2 procps iproute2 python3)
 bench=(wrk nginx-light h2o util-linux)

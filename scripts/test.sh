@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds and runs the whole test suite: unit tests
-# and the conformance suite against every server binary, once in a Release
-# build with warnings as errors and once under AddressSanitizer +
-# UndefinedBehaviorSanitizer.
+# and the conformance suite against every server binary, twice: a g++ Release
+# build with warnings as errors (preset ci), and a clang-14 build under
+# AddressSanitizer + UndefinedBehaviorSanitizer (preset clang-asan).
 #   scripts/test.sh                   both builds (what CI runs)
-#   scripts/test.sh --preset release  one preset (release, debug, asan, tsan, ci)
+#   scripts/test.sh --preset release  one preset (release, debug, asan, clang-asan, tsan, ci)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,7 +17,7 @@ while [ $# -gt 0 ]; do
     *) echo "test.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-[ ${#presets[@]} -gt 0 ] || presets=(ci asan)
+[ ${#presets[@]} -gt 0 ] || presets=(ci clang-asan)
 
 scripts/deps.sh
 jobs=$(nproc)
