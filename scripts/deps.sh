@@ -15,7 +15,7 @@ want=("${build[@]}")
 for arg in "$@"; do
   case "$arg" in
     bench) want+=("${bench[@]}") ;;
-    -h|--help) sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "deps.sh: unknown argument '$arg' (expected: bench)" >&2; exit 2 ;;
   esac
 done

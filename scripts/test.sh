@@ -13,7 +13,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --preset) presets+=("${2:?--preset needs a name}"); shift 2 ;;
     --preset=*) presets+=("${1#--preset=}"); shift ;;
-    -h|--help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "test.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
