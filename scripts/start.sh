@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 scripts/deps.sh
 cmake --preset release >/dev/null
-cmake --build --preset release
+cmake --build --preset release --target server-epoll floor
 
 bin=build/release/servers/epoll/server-epoll
 port=8080
