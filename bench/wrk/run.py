@@ -4,8 +4,8 @@
 One run starts both servers, pins each to the server CPU and wrk to the
 client CPU, checks that both answer /plaintext and /json correctly (also when
 pipelined), warms up, then runs every scenario --rounds times with the targets
-interleaved (epoll, nginx, epoll, nginx, ...) so that drift on a shared box
-hits both. For each measured wrk run it records:
+interleaved, their order reversed every other round (epoll nginx floor,
+floor nginx epoll, ...), so that drift on a shared box hits all alike. For each measured wrk run it records:
 
   req/s            from wrk's "Requests/sec:"
   server CPU/req   user+sys CPU time of the server's processes (all threads;
@@ -964,10 +964,12 @@ examples:
     ap.add_argument("--wrk", default="wrk", help="wrk executable (default: wrk on PATH)")
     ap.add_argument("--server-cpu", type=int, default=0, help="CPU the server is pinned to (default: %(default)s)")
     ap.add_argument("--client-cpu", type=int, default=1, help="CPU wrk is pinned to (default: %(default)s)")
-    ap.add_argument("--duration", type=int, default=6, help="seconds per measured run (default: %(default)s)")
+    ap.add_argument("--duration", type=int, default=3, help="seconds per measured run (default: %(default)s)")
     ap.add_argument("--warmup", type=int, default=2,
                     help="seconds of the unmeasured warm-up run per target and scenario; 0 skips it (default: %(default)s)")
-    ap.add_argument("--rounds", type=int, default=3, help="measured runs per target and scenario (default: %(default)s)")
+    ap.add_argument("--rounds", type=int, default=8,
+                    help="measured runs per target and scenario; even rounds run the targets in reverse "
+                         "order (default: %(default)s)")
     ap.add_argument("--pause", type=float, default=1.0,
                     help="seconds of rest between runs, for closed connections to drain (default: %(default)s)")
     ap.add_argument("--connections", type=int, default=64,
@@ -1142,8 +1144,13 @@ def main(argv: list[str]) -> int:
                     if r is not None:
                         warmups.append(r)
         for rnd in range(1, args.rounds + 1):
+            # Even rounds run the targets in reverse order (A B, B A, ...):
+            # a steady drift of the machine's speed then favours neither.
+            order = list(targets.values())
+            if rnd % 2 == 0:
+                order.reverse()
             for ep, pl in scenarios:
-                for t in targets.values():
+                for t in order:
                     r = one(t, ep, pl, args.duration, f"r{rnd}/{args.rounds}")
                     if r is not None:
                         r["round"] = rnd
