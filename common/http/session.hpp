@@ -39,6 +39,10 @@ class Session {
     // Ready for a new connection.
     void reset() noexcept;
 
+    // Renders later responses with this cache. A thread-pool worker binds its
+    // own per-thread cache before feeding a connection another thread made.
+    void bind(const ResponseCache& cache) noexcept { cache_ = &cache; }
+
     // The next response carries "Connection: close" and ends the session
     // (graceful shutdown). A session that is idle() can simply be closed.
     void request_close() noexcept { close_requested_ = true; }

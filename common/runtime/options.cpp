@@ -6,6 +6,7 @@
 #include <llhttp.h>
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -26,7 +27,7 @@ std::chrono::milliseconds to_ms(double seconds) {
 }  // namespace
 
 ParsedOptions parse_server_options(std::string_view program_name, std::string_view description,
-                                   int argc, const char* const* argv) {
+                                   ModelOptions extra, int argc, const char* const* argv) {
     const std::string program{program_name};
     ServerOptions o;
     CLI::App app{fmt::format("{}: {}", program, description), program};
@@ -39,6 +40,7 @@ ParsedOptions parse_server_options(std::string_view program_name, std::string_vi
     std::string mode{http::to_string(o.mode)};
     double shutdown_s = static_cast<double>(o.shutdown_timeout.count()) / 1000.0;
     double linger_s = static_cast<double>(o.linger_timeout.count()) / 1000.0;
+    double idle_s = static_cast<double>(o.idle_timeout.count()) / 1000.0;
 
     app.add_option("-a,--address", o.address,
                    "Address to listen on: IPv4 or IPv6, 0.0.0.0 or :: for all interfaces")
@@ -67,7 +69,25 @@ ParsedOptions parse_server_options(std::string_view program_name, std::string_vi
         ->check(CLI::Range(1, 1 << 20))
         ->capture_default_str();
 
+    if (extra.queue_size)
+        app.add_option("--queue-size", o.queue_size,
+                       "Ready connections the reactor may queue for the workers; when full the "
+                       "reactor waits for a free slot (back-pressure), it drops nothing")
+            ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20))
+            ->capture_default_str();
+
     auto* limits = "Limits";
+    app.add_option("--max-connections", o.max_connections,
+                   "Connections open at once (all threads); beyond it new ones wait in the "
+                   "listen backlog")
+        ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 24))
+        ->capture_default_str()
+        ->group(limits);
+    app.add_option("--idle-timeout", idle_s,
+                   "Seconds a keep-alive connection may wait for its next request")
+        ->check(CLI::Range(0.001, 86400.0))
+        ->capture_default_str()
+        ->group(limits);
     app.add_option("--max-head-bytes", o.limits.max_head_bytes,
                    "Largest request line + headers; larger gets 431")
         ->check(CLI::Range(std::size_t{64}, std::size_t{1} << 24))
@@ -117,6 +137,7 @@ ParsedOptions parse_server_options(std::string_view program_name, std::string_vi
     o.mode = *http::parse_response_mode(mode);
     o.shutdown_timeout = to_ms(shutdown_s);
     o.linger_timeout = to_ms(linger_s);
+    o.idle_timeout = std::max(to_ms(idle_s), std::chrono::milliseconds(1));
     if (o.threads == 0) {
         const std::size_t n = !o.cpus.empty() ? o.cpus.size() : allowed_cpus().size();
         o.threads = n == 0 ? 1u : static_cast<unsigned>(n);

@@ -27,6 +27,19 @@ struct ServerOptions {
     // After an error response or "Connection: close": how long to keep reading
     // (and discarding) so the client receives the response instead of a reset.
     std::chrono::milliseconds linger_timeout{2000};
+    // A keep-alive connection with no request in progress is closed after this.
+    // nginx: 75 s, Kestrel: 130 s, h2o: 10 s, Node.js: 5 s.
+    std::chrono::milliseconds idle_timeout{60000};
+    // Connections open at once, over all threads; beyond it new connections
+    // wait in the listen backlog until one closes.
+    std::size_t max_connections = 10000;
+    // server-threadpool: ready connections waiting for a worker.
+    std::size_t queue_size = 1024;
+};
+
+// Options only some models take; the others do not offer them.
+struct ModelOptions {
+    bool queue_size = false;
 };
 
 struct ParsedOptions {
@@ -36,7 +49,7 @@ struct ParsedOptions {
 
 // Parses the command line of a server binary. Prints --help or a clear error
 // (and the usage hint) itself; the caller exits with exit_code when no options.
-ParsedOptions parse_server_options(std::string_view program, std::string_view description, int argc,
-                                   const char* const* argv);
+ParsedOptions parse_server_options(std::string_view program, std::string_view description,
+                                   ModelOptions extra, int argc, const char* const* argv);
 
 }  // namespace sm::runtime

@@ -24,19 +24,31 @@
 
 namespace sm::runtime {
 
+void pin_worker_thread(const ServerOptions& opts, unsigned i) {
+    if (!opts.cpus.empty()) pin_current_thread(opts.cpus[i % opts.cpus.size()]);
+}
+
 int serve(const Model& model, int argc, const char* const* argv) {
     const std::string program =
         model.program.empty() ? fmt::format("server-{}", model.name) : std::string(model.program);
-    ParsedOptions parsed = parse_server_options(program, model.description, argc, argv);
+    ParsedOptions parsed =
+        parse_server_options(program, model.description, model.options, argc, argv);
     if (!parsed.options) return parsed.exit_code;
     const ServerOptions& opts = *parsed.options;
+    if (model.probe) {
+        if (const auto why = model.probe(opts)) {
+            log(*why);
+            return 1;
+        }
+    }
+    const unsigned workers = model.listeners == ListenerLayout::one ? 1u : opts.threads;
     set_program_name(program);
 
     Listeners listeners;
     UniqueFd stop;
     try {
         block_stop_signals();
-        listeners = open_listeners(opts.address, opts.port, opts.threads, opts.backlog);
+        listeners = open_listeners(opts.address, opts.port, workers, opts.backlog);
         stop.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
         if (!stop) throw std::runtime_error(fmt::format("eventfd: {}", std::strerror(errno)));
     } catch (const std::exception& e) {
@@ -49,15 +61,16 @@ int serve(const Model& model, int argc, const char* const* argv) {
         [[maybe_unused]] const auto n = ::write(stop.get(), &one, sizeof one);
     };
 
+    ConnectionLimit connections(opts.max_connections);
     std::atomic<int> failures{0};
-    std::latch started(static_cast<std::ptrdiff_t>(opts.threads));
+    std::latch started(static_cast<std::ptrdiff_t>(workers));
     std::vector<std::jthread> threads;
-    threads.reserve(opts.threads);
-    for (unsigned i = 0; i < opts.threads; ++i) {
+    threads.reserve(workers);
+    for (unsigned i = 0; i < workers; ++i) {
         threads.emplace_back([&, i] {
             bool ok = true;
             try {
-                if (!opts.cpus.empty()) pin_current_thread(opts.cpus[i % opts.cpus.size()]);
+                pin_worker_thread(opts, i);
             } catch (const std::exception& e) {
                 log(e.what());
                 ok = false;
@@ -66,7 +79,7 @@ int serve(const Model& model, int argc, const char* const* argv) {
             started.count_down();
             if (!ok) return;
             try {
-                model.worker(WorkerContext{opts, i, listeners.fds[i], stop.get()});
+                model.worker(WorkerContext{opts, i, listeners.fds[i], stop.get(), connections});
             } catch (const std::exception& e) {
                 log(fmt::format("thread {}: {}", i, e.what()));
                 ++failures;

@@ -34,6 +34,8 @@ constexpr int kMaxEvents = 256;
 // How long accepting pauses after EMFILE/ENFILE: long enough not to spin,
 // short enough that service resumes promptly once descriptors free up.
 constexpr auto kAcceptPause = std::chrono::milliseconds(100);
+// At --max-connections a slot freed by another thread is noticed this fast.
+constexpr auto kLimitPause = std::chrono::milliseconds(10);
 
 // epoll_event.data.ptr is a Connection* except for these two tags.
 char listen_tag;
@@ -56,6 +58,7 @@ Reactor::Reactor(const runtime::WorkerContext& ctx)
     : opts_(ctx.options),
       listener_(ctx.listener),
       stop_fd_(ctx.stop_fd),
+      limit_(ctx.connections),
       ep_(::epoll_create1(EPOLL_CLOEXEC)),
       cache_(ctx.options.mode, std::time(nullptr)),
       read_buf_(std::make_unique_for_overwrite<char[]>(kReadSize)),
@@ -80,6 +83,7 @@ void Reactor::run() {
         }
         // The Date line is re-rendered only when the second changes.
         cache_.refresh(std::time(nullptr));
+        now_ = Clock::now();
         for (int i = 0; i < n; ++i)
             dispatch(events[i]);
         run_ready();
@@ -106,9 +110,12 @@ void Reactor::dispatch(const epoll_event& ev) {
 
 void Reactor::accept_connections() {
     for (int i = 0; i < kAcceptBatch && listener_; ++i) {
+        if (!limit_.try_acquire()) return pause_accepting_at_limit();
         const int fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
-            switch (errno) {
+            const int err = errno;
+            limit_.release();
+            switch (err) {
                 case EAGAIN: return;
                 case EINTR:
                 case ECONNABORTED:  // the client gave up while queued
@@ -116,7 +123,7 @@ void Reactor::accept_connections() {
                 case EPERM:  // a firewall rule refused it
                     continue;
                 default:  // EMFILE, ENFILE, ENOBUFS, ENOMEM: out of resources
-                    return pause_accepting(errno);
+                    return pause_accepting(err);
             }
         }
         runtime::set_nodelay(fd);
@@ -132,12 +139,35 @@ void Reactor::accept_connections() {
         // per short write, no EPOLL_CTL_MOD ever.
         auto ev = event_for(c, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET);
         if (::epoll_ctl(ep_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
+            const int err = errno;
             ::close(fd);
             c->fd = -1;
             free_.push_back(c);
-            return pause_accepting(errno);
+            limit_.release();
+            return pause_accepting(err);
         }
         ++live_;
+        touch(*c);
+    }
+}
+
+void Reactor::touch(Connection& c) noexcept {
+    c.last_active = now_;
+    ActivityList::remove(c);
+    by_activity_.push_back(c);
+}
+
+void Reactor::pause_accepting_at_limit() {
+    // New connections wait in the listen backlog until a slot frees: closing a
+    // connection here resumes at once, one closed by another thread within kLimitPause.
+    ::epoll_ctl(ep_.get(), EPOLL_CTL_DEL, listener_.get(), nullptr);
+    accept_paused_ = paused_at_limit_ = true;
+    accept_resume_ = now_ + kLimitPause;
+    if (limit_log_.allow(now_)) {
+        const unsigned long more = limit_log_.take_suppressed();
+        runtime::log(fmt::format("--max-connections {} reached: new connections wait in the backlog{}",
+                                 limit_.max(),
+                                 more ? fmt::format(" ({} more times)", more) : ""));
     }
 }
 
@@ -146,6 +176,7 @@ void Reactor::pause_accepting(int err) {
     // leave connections in the backlog and look again shortly.
     ::epoll_ctl(ep_.get(), EPOLL_CTL_DEL, listener_.get(), nullptr);
     accept_paused_ = true;
+    paused_at_limit_ = false;
     const auto now = Clock::now();
     accept_resume_ = now + kAcceptPause;
     if (accept_log_.allow(now)) {
@@ -157,7 +188,7 @@ void Reactor::pause_accepting(int err) {
 }
 
 void Reactor::resume_accepting() {
-    accept_paused_ = false;
+    accept_paused_ = paused_at_limit_ = false;
     if (!listener_) return;
     auto ev = event_for(&listen_tag, EPOLLIN);
     if (::epoll_ctl(ep_.get(), EPOLL_CTL_ADD, listener_.get(), &ev) != 0) pause_accepting(errno);
@@ -171,6 +202,7 @@ void Reactor::service(Connection& c) {
         while (true) {
             const ssize_t n = ::read(c.fd, read_buf_.get(), kReadSize);
             if (n > 0) {
+                if (budget == kReadsPerEvent) touch(c);
                 --budget;
                 const auto r = c.session.feed({read_buf_.get(), static_cast<std::size_t>(n)}, out_);
                 if (r == http::Session::Result::close) {
@@ -243,6 +275,7 @@ bool Reactor::write_pending(Connection& c) {
             return false;
         }
         c.pending.consume(static_cast<std::size_t>(w));
+        touch(c);
     }
     // Drained: a backlog of that size was exceptional, give the memory back.
     c.pending.release();
@@ -266,6 +299,7 @@ void Reactor::start_linger(Connection& c) {
     if (opts_.linger_timeout.count() == 0 || ::shutdown(c.fd, SHUT_WR) != 0) return close_now(c);
     c.lingering = true;
     c.linger_deadline = Clock::now() + opts_.linger_timeout;
+    ActivityList::remove(c);  // bounded by the linger deadline instead
     lingering_.push_back(c);
     drain_linger(c);
 }
@@ -286,10 +320,13 @@ void Reactor::close_now(Connection& c) {
     c.fd = -1;
     ReadyList::remove(c);
     LingerList::remove(c);
+    ActivityList::remove(c);
     c.pending.clear();
     c.pending.release();
     closed_.push_back(&c);
     --live_;
+    limit_.release();
+    if (paused_at_limit_) resume_accepting();
 }
 
 void Reactor::recycle_closed() {
@@ -337,10 +374,12 @@ void Reactor::begin_shutdown() {
 }
 
 void Reactor::run_timers() {
-    if (lingering_.empty() && !accept_paused_ && !stopping_) return;
-    const auto now = Clock::now();
+    const auto now = now_;
     while (!lingering_.empty() && lingering_.front().linger_deadline <= now)
         close_now(lingering_.front());
+    // Least recently active first: stop at the first one still in time.
+    while (!by_activity_.empty() && by_activity_.front().last_active + opts_.idle_timeout <= now)
+        close_now(by_activity_.front());
     if (accept_paused_ && now >= accept_resume_) resume_accepting();
     if (stopping_ && now >= shutdown_deadline_) {
         for (Connection& c : pool_)
@@ -350,9 +389,11 @@ void Reactor::run_timers() {
 
 int Reactor::next_timeout_ms() {
     if (!ready_.empty()) return 0;
-    if (lingering_.empty() && !accept_paused_ && !stopping_) return -1;
+    if (lingering_.empty() && by_activity_.empty() && !accept_paused_ && !stopping_) return -1;
     Clock::time_point next = Clock::time_point::max();
     if (!lingering_.empty()) next = lingering_.front().linger_deadline;
+    if (!by_activity_.empty() && by_activity_.front().last_active + opts_.idle_timeout < next)
+        next = by_activity_.front().last_active + opts_.idle_timeout;
     if (accept_paused_ && accept_resume_ < next) next = accept_resume_;
     if (stopping_ && shutdown_deadline_ < next) next = shutdown_deadline_;
     const auto wait = std::chrono::ceil<std::chrono::milliseconds>(next - Clock::now());

@@ -38,8 +38,10 @@ struct Connection {
     bool want_close = false;     // the session ended (Connection: close, error, HTTP/1.0)
     bool lingering = false;      // our side shut down; draining until the client closes
     Clock::time_point linger_deadline{};
+    Clock::time_point last_active{};  // last read or write progress
     runtime::ListHook ready_hook;   // in Reactor::ready_: has input left after its budget
     runtime::ListHook linger_hook;  // in Reactor::lingering_
+    runtime::ListHook idle_hook;    // in Reactor::by_activity_, least recently active first
 };
 
 class Reactor {
@@ -50,10 +52,13 @@ class Reactor {
   private:
     using ReadyList = runtime::IntrusiveList<Connection, &Connection::ready_hook>;
     using LingerList = runtime::IntrusiveList<Connection, &Connection::linger_hook>;
+    using ActivityList = runtime::IntrusiveList<Connection, &Connection::idle_hook>;
 
     void dispatch(const epoll_event& ev);
     void accept_connections();
     void pause_accepting(int err);
+    void pause_accepting_at_limit();
+    void touch(Connection& c) noexcept;
     void resume_accepting();
     void service(Connection& c);
     bool write_pending(Connection& c);
@@ -70,6 +75,7 @@ class Reactor {
     const runtime::ServerOptions& opts_;
     runtime::UniqueFd& listener_;
     int stop_fd_;
+    runtime::ConnectionLimit& limit_;
     runtime::UniqueFd ep_;
     http::ResponseCache cache_;
     // One read buffer and one output buffer per thread, shared by its
@@ -82,13 +88,17 @@ class Reactor {
     std::vector<Connection*> closed_;  // closed in this batch, recycled after it
     ReadyList ready_;
     LingerList lingering_;
+    ActivityList by_activity_;  // open connections (not lingering), for --idle-timeout
     std::size_t live_ = 0;
+    Clock::time_point now_{};  // read once per loop iteration
 
     bool stopping_ = false;
     Clock::time_point shutdown_deadline_{};
     bool accept_paused_ = false;
+    bool paused_at_limit_ = false;
     Clock::time_point accept_resume_{};
     runtime::RateLimit accept_log_;
+    runtime::RateLimit limit_log_;
 };
 
 void run_worker(const runtime::WorkerContext& ctx);
