@@ -55,6 +55,13 @@ class IntrusiveList {
         return &item;
     }
 
+    // Calls f(T&) for each element, front to back. f must not unlink the
+    // element it is given.
+    template <typename F>
+    void for_each(F&& f) {
+        for (ListHook* h = head_.next; h != &head_; h = h->next) f(owner(h));
+    }
+
     // Moves every element to `to` (appending), leaving this list empty.
     void splice_into(IntrusiveList& to) noexcept {
         while (T* item = pop_front())

@@ -1,0 +1,393 @@
+#include "pool.hpp"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <system_error>
+
+#include <fmt/core.h>
+
+#include "runtime/listen.hpp"
+
+namespace sm::threadpool {
+namespace {
+
+constexpr std::size_t kReadSize = 64 * 1024;
+constexpr std::size_t kBatchOutput = 256 * 1024;
+// Full reads one hand-off may do before the connection goes to the back of
+// the queue (re-armed level-triggered, it is ready again at once).
+constexpr int kReadsPerHandOff = 16;
+constexpr int kAcceptBatch = 64;
+constexpr int kMaxEvents = 256;
+constexpr auto kAcceptPause = std::chrono::milliseconds(100);  // after EMFILE/ENFILE
+constexpr auto kLimitPause = std::chrono::milliseconds(10);    // at --max-connections
+// While stopping, how often the reactor looks whether the workers are done.
+constexpr auto kStopPoll = std::chrono::milliseconds(20);
+
+char listen_tag;
+char stop_tag;
+
+epoll_event event_for(void* ptr, std::uint32_t events) {
+    epoll_event ev{};
+    ev.events = events;
+    ev.data.ptr = ptr;
+    return ev;
+}
+
+[[noreturn]] void throw_errno(const char* what) {
+    throw std::system_error(errno, std::generic_category(), what);
+}
+
+Clock::rep ticks(Clock::time_point t) noexcept {
+    return t.time_since_epoch().count();
+}
+
+}  // namespace
+
+// --- the hand-off queue -------------------------------------------------------
+
+std::size_t HandOffQueue::push(Connection* const* items, std::size_t n) {
+    std::size_t waits = 0;
+    std::size_t i = 0;
+    std::unique_lock lock(mutex_);
+    while (i < n) {
+        while (count_ == ring_.size()) {
+            ++waits;
+            not_full_.wait(lock);
+        }
+        const std::size_t k = std::min(ring_.size() - count_, n - i);
+        for (std::size_t j = 0; j < k; ++j)
+            ring_[(head_ + count_ + j) % ring_.size()] = items[i + j];
+        count_ += k;
+        i += k;
+        if (k == 1)
+            not_empty_.notify_one();
+        else
+            not_empty_.notify_all();
+    }
+    return waits;
+}
+
+Connection* HandOffQueue::pop() {
+    std::unique_lock lock(mutex_);
+    not_empty_.wait(lock, [this] { return count_ != 0 || closed_; });
+    if (count_ == 0) return nullptr;
+    Connection* c = ring_[head_];
+    head_ = (head_ + 1) % ring_.size();
+    --count_;
+    not_full_.notify_one();
+    return c;
+}
+
+void HandOffQueue::close() {
+    {
+        const std::lock_guard lock(mutex_);
+        closed_ = true;
+    }
+    not_empty_.notify_all();
+}
+
+// --- the pool -------------------------------------------------------------------
+
+struct Pool::Worker {
+    explicit Worker(const runtime::ServerOptions& o)
+        : cache(o.mode, std::time(nullptr)),
+          read_buf(std::make_unique_for_overwrite<char[]>(kReadSize)),
+          out(kBatchOutput + kReadSize) {}
+    http::ResponseCache cache;  // per worker: a connection is rendered with its current owner's
+    std::unique_ptr<char[]> read_buf;
+    http::ByteBuffer out;
+};
+
+Pool::Pool(const runtime::WorkerContext& ctx)
+    : opts_(ctx.options),
+      listener_(ctx.listener),
+      stop_fd_(ctx.stop_fd),
+      limit_(ctx.connections),
+      ep_(::epoll_create1(EPOLL_CLOEXEC)),
+      queue_(ctx.options.queue_size) {
+    if (!ep_) throw_errno("epoll_create1");
+    auto lev = event_for(&listen_tag, EPOLLIN);
+    if (::epoll_ctl(ep_.get(), EPOLL_CTL_ADD, listener_.get(), &lev) != 0)
+        throw_errno("epoll_ctl(listener)");
+    auto sev = event_for(&stop_tag, EPOLLIN);
+    if (::epoll_ctl(ep_.get(), EPOLL_CTL_ADD, stop_fd_, &sev) != 0) throw_errno("epoll_ctl(stop)");
+    for (unsigned i = 0; i < opts_.threads; ++i)
+        workers_.push_back(std::make_unique<Worker>(opts_));
+    for (unsigned i = 0; i < opts_.threads; ++i) {
+        threads_.emplace_back([this, i] {
+            try {
+                runtime::pin_worker_thread(opts_, i);
+            } catch (const std::exception& e) {
+                runtime::log(fmt::format("worker {}: {} (running unpinned)", i, e.what()));
+            }
+            worker_loop(*workers_[i]);
+        });
+    }
+}
+
+Pool::~Pool() {
+    queue_.close();
+    threads_.clear();  // joins
+    // Only reached with connections left if run() failed: free them.
+    while (Connection* c = registry_.pop_front()) {
+        ::close(c->fd);
+        limit_.release();
+        std::unique_ptr<Connection> owned(c);
+    }
+}
+
+void Pool::run() {
+    epoll_event events[kMaxEvents];
+    std::vector<Connection*> ready;
+    ready.reserve(kMaxEvents);
+    // Timeouts are enforced by a sweep: a quarter of the shortest timeout,
+    // within [10 ms, 500 ms].
+    const auto sweep_every = std::clamp<std::chrono::milliseconds>(
+        std::min(opts_.idle_timeout, opts_.linger_timeout) / 4, std::chrono::milliseconds(10),
+        std::chrono::milliseconds(500));
+    next_sweep_ = Clock::now() + sweep_every;
+    while (true) {
+        if (stopping_) {
+            const std::lock_guard lock(registry_mutex_);
+            if (open_ == 0) break;
+        }
+        auto next = next_sweep_;
+        if (accept_paused_) next = std::min(next, accept_resume_);
+        if (stopping_) next = std::min(next, Clock::now() + kStopPoll);
+        const auto wait = std::chrono::ceil<std::chrono::milliseconds>(next - Clock::now());
+        const int n = ::epoll_wait(ep_.get(), events, kMaxEvents,
+                                   static_cast<int>(std::max<long long>(0, wait.count())));
+        if (n < 0 && errno != EINTR) throw_errno("epoll_wait");
+        const auto now = Clock::now();
+        ready.clear();
+        for (int i = 0; i < n; ++i) {
+            void* tag = events[i].data.ptr;
+            if (tag == &listen_tag) {
+                accept_connections();
+            } else if (tag == &stop_tag) {
+                begin_shutdown(now);
+            } else {
+                auto* c = static_cast<Connection*>(tag);
+                c->events = events[i].events;
+                ready.push_back(c);
+            }
+        }
+        // One lock for the whole batch.
+        if (!ready.empty() && queue_.push(ready.data(), ready.size()) != 0 &&
+            queue_log_.allow(now)) {
+            const unsigned long more = queue_log_.take_suppressed();
+            runtime::log(fmt::format(
+                "hand-off queue full (--queue-size {}): the reactor waited for a worker{}",
+                opts_.queue_size, more ? fmt::format(" ({} more times)", more) : ""));
+        }
+        if (now >= next_sweep_) {
+            sweep(now);
+            next_sweep_ = now + sweep_every;
+        }
+        if (accept_paused_ && now >= accept_resume_ && listener_) {
+            accept_paused_ = false;
+            auto ev = event_for(&listen_tag, EPOLLIN);
+            ::epoll_ctl(ep_.get(), EPOLL_CTL_ADD, listener_.get(), &ev);
+        }
+        if (stopping_ && now >= shutdown_deadline_) {
+            // Out of time: reset what is left; the owners close it.
+            const std::lock_guard lock(registry_mutex_);
+            registry_.for_each([](Connection& c) { ::shutdown(c.fd, SHUT_RDWR); });
+        }
+    }
+    queue_.close();
+    threads_.clear();  // joins the workers
+}
+
+void Pool::accept_connections() {
+    for (int i = 0; i < kAcceptBatch && listener_; ++i) {
+        if (!limit_.try_acquire()) return pause_accepting(kLimitPause);
+        const int fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            const int err = errno;
+            limit_.release();
+            if (err == EAGAIN) return;
+            if (err == EINTR || err == ECONNABORTED || err == EPROTO || err == EPERM) continue;
+            if (accept_log_.allow(Clock::now()))
+                runtime::log(fmt::format("accept: {}; pausing accepts for {} ms",
+                                         std::strerror(err), kAcceptPause.count()));
+            return pause_accepting(kAcceptPause);
+        }
+        runtime::set_nodelay(fd);
+        auto owned = std::make_unique<Connection>(fd, workers_[0]->cache, opts_.limits);
+        Connection* c = owned.get();
+        c->last_active.store(ticks(Clock::now()), std::memory_order_relaxed);
+        {
+            const std::lock_guard lock(registry_mutex_);
+            registry_.push_back(*c);
+            ++open_;
+        }
+        // Owned by the registry from here; epoll holds a pointer while armed.
+        owned.release();
+        auto ev = event_for(c, EPOLLIN | EPOLLRDHUP | EPOLLONESHOT);
+        if (::epoll_ctl(ep_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) close_connection(*c);
+    }
+}
+
+void Pool::pause_accepting(std::chrono::milliseconds for_how_long) {
+    // Connections wait in the backlog meanwhile; a level-triggered listener
+    // left armed would wake the reactor in a loop.
+    ::epoll_ctl(ep_.get(), EPOLL_CTL_DEL, listener_.get(), nullptr);
+    accept_paused_ = true;
+    accept_resume_ = Clock::now() + for_how_long;
+}
+
+void Pool::sweep(Clock::time_point now) {
+    // The reactor never touches a connection's state: an expired one is shut
+    // down, its owner (or the next worker to get its event) sees EOF and
+    // closes it. A worker leaves the registry before closing the descriptor,
+    // so the descriptor shut down here is never someone else's.
+    const Clock::rep t = ticks(now);
+    const Clock::rep idle = std::chrono::duration_cast<Clock::duration>(opts_.idle_timeout).count();
+    const std::lock_guard lock(registry_mutex_);
+    registry_.for_each([&](Connection& c) {
+        const Clock::rep linger = c.linger_deadline.load(std::memory_order_relaxed);
+        if ((linger != 0 && t >= linger) ||
+            t - c.last_active.load(std::memory_order_relaxed) >= idle)
+            ::shutdown(c.fd, SHUT_RDWR);
+    });
+}
+
+void Pool::begin_shutdown(Clock::time_point now) {
+    if (stopping_) return;
+    stopping_ = true;
+    shutdown_deadline_ = now + opts_.shutdown_timeout;
+    ::epoll_ctl(ep_.get(), EPOLL_CTL_DEL, stop_fd_, nullptr);  // it stays readable
+    if (!accept_paused_) ::epoll_ctl(ep_.get(), EPOLL_CTL_DEL, listener_.get(), nullptr);
+    listener_.reset();  // new connections are refused, not queued
+    // Owners see EOF once they have read what already arrived: they answer
+    // complete requests (with Connection: close) and close.
+    const std::lock_guard lock(registry_mutex_);
+    registry_.for_each([](Connection& c) { ::shutdown(c.fd, SHUT_RD); });
+}
+
+// --- worker side ------------------------------------------------------------------
+
+void Pool::worker_loop(Worker& w) {
+    while (Connection* c = queue_.pop()) {
+        w.cache.refresh(std::time(nullptr));
+        c->session.bind(w.cache);
+        service(w, *c, c->events);
+        // c may belong to another worker already (re-armed) or be gone.
+    }
+}
+
+void Pool::service(Worker& w, Connection& c, std::uint32_t events) {
+    c.last_active.store(ticks(Clock::now()), std::memory_order_relaxed);
+    if (c.lingering) {
+        for (int i = 0; i < kReadsPerHandOff; ++i) {
+            const ssize_t n = ::read(c.fd, w.read_buf.get(), kReadSize);
+            if (n > 0) continue;
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0 && errno == EAGAIN) return rearm(c, EPOLLIN | EPOLLRDHUP);
+            return close_connection(c);  // the client closed, or an error
+        }
+        return rearm(c, EPOLLIN | EPOLLRDHUP);
+    }
+    if (!c.pending.empty()) {
+        if (!(events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) return rearm(c, EPOLLOUT);
+        if (!flush(c, c.pending)) return close_connection(c);
+        if (!c.pending.empty()) return rearm(c, EPOLLOUT);
+        c.pending.release();
+        if (c.want_close) return start_linger(w, c);
+    }
+    if (stopping_.load(std::memory_order_relaxed)) c.session.request_close();
+
+    bool peer_closed = false;
+    int budget = kReadsPerHandOff;
+    bool drained = false;
+    while (!drained && budget > 0 && w.out.size() < kBatchOutput) {
+        const ssize_t n = ::read(c.fd, w.read_buf.get(), kReadSize);
+        if (n > 0) {
+            --budget;
+            if (c.session.feed({w.read_buf.get(), static_cast<std::size_t>(n)}, w.out) ==
+                http::Session::Result::close) {
+                c.want_close = true;
+                break;
+            }
+            // Level-triggered: if more arrives after this short read, the
+            // re-armed connection is ready again at once.
+            drained = static_cast<std::size_t>(n) < kReadSize;
+            continue;
+        }
+        if (n == 0) {
+            peer_closed = true;
+            break;
+        }
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN) break;
+        w.out.clear();
+        return close_connection(c);
+    }
+    // One send for the batch.
+    if (!w.out.empty()) {
+        const bool ok = flush(c, w.out);
+        if (!w.out.empty()) {
+            c.pending.append(w.out.view());
+            w.out.clear();
+        }
+        if (!ok) return close_connection(c);
+        // Reading pauses while responses wait for the socket.
+        if (!c.pending.empty()) return rearm(c, EPOLLOUT);
+    }
+    if (c.want_close) return start_linger(w, c);
+    if (peer_closed) return close_connection(c);
+    if (stopping_.load(std::memory_order_relaxed) && c.session.idle()) return close_connection(c);
+    rearm(c, EPOLLIN | EPOLLRDHUP);
+}
+
+bool Pool::flush(Connection& c, http::ByteBuffer& out) {
+    while (!out.empty()) {
+        const ssize_t w = ::send(c.fd, out.data(), out.size(), MSG_NOSIGNAL);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return errno == EAGAIN;
+        }
+        out.consume(static_cast<std::size_t>(w));
+    }
+    return true;
+}
+
+void Pool::rearm(Connection& c, std::uint32_t events) {
+    // The last thing a worker does with a connection it keeps: from here on
+    // another worker may own it.
+    auto ev = event_for(&c, events | EPOLLONESHOT);
+    if (::epoll_ctl(ep_.get(), EPOLL_CTL_MOD, c.fd, &ev) != 0) close_connection(c);
+}
+
+void Pool::start_linger(Worker& w, Connection& c) {
+    // Shut our side and read until the client closes, so it receives the
+    // response rather than a reset; the sweep enforces the deadline.
+    if (opts_.linger_timeout.count() == 0 || ::shutdown(c.fd, SHUT_WR) != 0)
+        return close_connection(c);
+    c.lingering = true;
+    c.linger_deadline.store(ticks(Clock::now() + opts_.linger_timeout), std::memory_order_relaxed);
+    service(w, c, EPOLLIN);
+}
+
+void Pool::close_connection(Connection& c) {
+    {
+        const std::lock_guard lock(registry_mutex_);
+        Registry::remove(c);
+        --open_;
+    }
+    ::close(c.fd);  // also leaves the epoll set
+    limit_.release();
+    std::unique_ptr<Connection> owned(&c);  // the registry's ownership ends here
+}
+
+void run_pool(const runtime::WorkerContext& ctx) {
+    Pool(ctx).run();
+}
+
+}  // namespace sm::threadpool
