@@ -1,0 +1,339 @@
+#include "blocking.hpp"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <system_error>
+
+#include <fmt/core.h>
+
+#include "runtime/listen.hpp"
+
+namespace sm::blocking {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Per-thread read buffer. Requests are small; a thread per connection makes
+// this a per-connection cost, so it is a quarter of the event models' 64 KiB.
+constexpr std::size_t kReadSize = 16 * 1024;
+// A connection thread's stack: it keeps its buffers on the heap and needs
+// little; glibc's 8 MiB default would reserve 80 GB for 10,000 connections.
+constexpr std::size_t kStackSize = 256 * 1024;
+constexpr auto kAcceptPause = std::chrono::milliseconds(100);  // after EMFILE/ENFILE
+constexpr auto kPoll = std::chrono::milliseconds(20);          // while waiting to stop
+
+timeval to_timeval(std::chrono::milliseconds d) {
+    timeval tv{};
+    tv.tv_sec = static_cast<time_t>(d.count() / 1000);
+    tv.tv_usec = static_cast<suseconds_t>((d.count() % 1000) * 1000);
+    return tv;
+}
+
+void set_timeouts(int fd, std::chrono::milliseconds rcv, std::chrono::milliseconds snd) {
+    const timeval r = to_timeval(rcv);
+    const timeval s = to_timeval(snd);
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &r, sizeof r);
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &s, sizeof s);
+}
+
+bool readable(int fd) {
+    pollfd p{fd, POLLIN, 0};
+    return ::poll(&p, 1, 0) > 0;
+}
+
+// Blocking send of everything; false when the peer is gone or SO_SNDTIMEO expired.
+bool write_all(int fd, http::ByteBuffer& out) {
+    while (!out.empty()) {
+        const ssize_t n = ::send(fd, out.data(), out.size(), MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            out.clear();
+            return false;
+        }
+        out.consume(static_cast<std::size_t>(n));
+    }
+    return true;
+}
+
+}  // namespace
+
+// --- StackThread ----------------------------------------------------------------
+
+StackThread::StackThread(std::size_t stack_bytes, std::function<void()> body) {
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, stack_bytes);
+    auto fn = std::make_unique<std::function<void()>>(std::move(body));
+    const int rc = pthread_create(
+        &thread_, &attr,
+        [](void* p) -> void* {
+            const std::unique_ptr<std::function<void()>> f(static_cast<std::function<void()>*>(p));
+            (*f)();  // bodies catch their own exceptions
+            return nullptr;
+        },
+        fn.get());
+    pthread_attr_destroy(&attr);
+    if (rc != 0) throw std::system_error(rc, std::generic_category(), "pthread_create");
+    static_cast<void>(fn.release());  // the thread owns it now
+}
+
+StackThread::~StackThread() {
+    pthread_join(thread_, nullptr);
+}
+
+// --- Server ---------------------------------------------------------------------
+
+struct Server::Worker {
+    explicit Worker(const runtime::ServerOptions& o)
+        : cache(o.mode, std::time(nullptr)),
+          session(cache, o.limits),
+          read_buf(std::make_unique_for_overwrite<char[]>(kReadSize)),
+          out(4096) {}
+    http::ResponseCache cache;
+    http::Session session;
+    std::unique_ptr<char[]> read_buf;
+    http::ByteBuffer out;
+    std::mutex fd_mutex;  // the acceptor's shutdown() never hits a closed (reused) fd
+    int fd = -1;          // under fd_mutex
+    // Blocked (or about to block) in read() with no request partly received.
+    std::atomic<bool> idle_in_read{false};
+    std::unique_ptr<StackThread> thread;  // last: joined before the rest is destroyed
+};
+
+Server::Server(const runtime::WorkerContext& ctx)
+    : opts_(ctx.options), listener_(ctx.listener), stop_fd_(ctx.stop_fd), limit_(ctx.connections) {}
+
+Server::~Server() {
+    {
+        const std::lock_guard lock(mutex_);
+        exit_ = true;
+        for (const int fd : handed_)
+            ::close(fd);
+        handed_.clear();
+    }
+    work_.notify_all();
+    workers_.clear();  // joins every thread
+}
+
+bool Server::spawn_worker() {
+    auto owned = std::make_unique<Worker>(opts_);
+    Worker& w = *owned;
+    const unsigned index = static_cast<unsigned>(workers_.size());
+    {
+        const std::lock_guard lock(mutex_);
+        workers_.push_back(std::move(owned));
+        ++idle_count_;  // idle from the start, so the acceptor counts it at once
+    }
+    try {
+        w.thread = std::make_unique<StackThread>(kStackSize, [this, &w, index] {
+            try {
+                runtime::pin_worker_thread(opts_, index);
+            } catch (const std::exception&) {
+                // Unpinned: not worth failing a connection over.
+            }
+            worker_loop(w);
+        });
+    } catch (const std::exception& e) {
+        const std::lock_guard lock(mutex_);
+        workers_.pop_back();  // only the acceptor adds workers: it is the last one
+        --idle_count_;
+        spawn_failed_ = true;
+        runtime::log(fmt::format("cannot start thread {}: {}; the pool stays at {} threads",
+                                 index + 1, e.what(), workers_.size()));
+        return false;
+    }
+    return true;
+}
+
+void Server::run() {
+    for (unsigned i = 0; i < opts_.threads && i < opts_.max_connections; ++i)
+        if (!spawn_worker()) break;
+    if (workers_.empty()) throw std::runtime_error("no connection thread could be started");
+
+    pollfd fds[2] = {{listener_.get(), POLLIN, 0}, {stop_fd_, POLLIN, 0}};
+    bool stop = false;
+    while (!stop) {
+        // A thread must be free for the next connection before accepting it:
+        // at the limit, new connections wait in the listen backlog.
+        {
+            std::unique_lock lock(mutex_);
+            while (idle_count_ <= handed_.size() && !stop) {
+                if (workers_.size() < opts_.max_connections && !spawn_failed_) {
+                    lock.unlock();
+                    spawn_worker();
+                    lock.lock();
+                    continue;
+                }
+                if (pool_log_.allow(Clock::now())) {
+                    const unsigned long more = pool_log_.take_suppressed();
+                    runtime::log(fmt::format(
+                        "all {} connection threads busy{}: new connections wait in the "
+                        "backlog{}",
+                        workers_.size(),
+                        spawn_failed_
+                            ? " (no more threads could be started)"
+                            : fmt::format(" (--max-connections {})", opts_.max_connections),
+                        more ? fmt::format(" ({} more times)", more) : ""));
+                }
+                idle_.wait_for(lock, kPoll);
+                stop = readable(stop_fd_);
+            }
+        }
+        if (stop) break;
+        if (::poll(fds, 2, -1) < 0) {
+            if (errno == EINTR) continue;
+            throw std::system_error(errno, std::generic_category(), "poll");
+        }
+        if (fds[1].revents) break;
+        if (!(fds[0].revents & POLLIN)) continue;
+        if (!limit_.try_acquire()) {  // counted elsewhere too? wait for a release
+            std::unique_lock lock(mutex_);
+            idle_.wait_for(lock, kPoll);
+            continue;
+        }
+        const int fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC);
+        if (fd < 0) {
+            const int err = errno;
+            limit_.release();
+            if (err == EAGAIN || err == EINTR || err == ECONNABORTED || err == EPROTO ||
+                err == EPERM)
+                continue;
+            if (accept_log_.allow(Clock::now()))
+                runtime::log(fmt::format("accept: {}; pausing accepts for {} ms",
+                                         std::strerror(err), kAcceptPause.count()));
+            pollfd s{stop_fd_, POLLIN, 0};
+            ::poll(&s, 1, static_cast<int>(kAcceptPause.count()));
+            continue;
+        }
+        // Accepted sockets are blocking (Linux does not pass O_NONBLOCK on);
+        // the timeouts bound every read (--idle-timeout) and write.
+        runtime::set_nodelay(fd);
+        set_timeouts(fd, opts_.idle_timeout, opts_.idle_timeout);
+        {
+            const std::lock_guard lock(mutex_);
+            handed_.push_back(fd);
+        }
+        work_.notify_one();
+    }
+
+    // Graceful stop: refuse new connections, wake the threads that wait for
+    // a next request (their read sees EOF), let the others finish theirs
+    // (answered with Connection: close), within --shutdown-timeout.
+    stopping_.store(true);  // seq_cst: pairs with Worker::idle_in_read
+    listener_.reset();
+    const auto deadline = Clock::now() + opts_.shutdown_timeout;
+    bool forced = false;
+    std::unique_lock lock(mutex_);
+    for (const int fd : handed_) {
+        ::close(fd);
+        limit_.release();
+    }
+    handed_.clear();
+    while (idle_count_ < workers_.size()) {
+        lock.unlock();
+        stop_connections(SHUT_RD, true);
+        if (!forced && Clock::now() >= deadline) {
+            stop_connections(SHUT_RDWR, false);  // out of time
+            forced = true;
+        }
+        lock.lock();
+        idle_.wait_for(lock, kPoll);
+    }
+    exit_ = true;
+    lock.unlock();
+    work_.notify_all();
+    workers_.clear();  // joins
+}
+
+void Server::stop_connections(int how, bool only_idle) {
+    const std::lock_guard lock(mutex_);
+    for (auto& w : workers_) {
+        const std::lock_guard fd_lock(w->fd_mutex);
+        if (w->fd >= 0 && (!only_idle || w->idle_in_read.load())) ::shutdown(w->fd, how);
+    }
+}
+
+void Server::worker_loop(Worker& w) {
+    std::unique_lock lock(mutex_);
+    while (true) {
+        work_.wait(lock, [this] { return !handed_.empty() || exit_; });
+        if (handed_.empty()) {  // exit_
+            --idle_count_;
+            idle_.notify_all();
+            return;
+        }
+        const int fd = handed_.front();
+        handed_.pop_front();
+        --idle_count_;
+        lock.unlock();
+        try {
+            serve(w, fd);
+        } catch (const std::exception& e) {
+            runtime::log(fmt::format("connection thread: {}", e.what()));
+        }
+        {
+            const std::lock_guard fd_lock(w.fd_mutex);
+            ::close(fd);
+            w.fd = -1;
+        }
+        w.idle_in_read.store(false);
+        limit_.release();
+        lock.lock();
+        ++idle_count_;
+        idle_.notify_all();
+    }
+}
+
+void Server::serve(Worker& w, int fd) {
+    {
+        const std::lock_guard fd_lock(w.fd_mutex);
+        w.fd = fd;
+    }
+    w.session.reset();
+    w.out.clear();
+    while (true) {
+        // seq_cst store then load, against the acceptor's store of stopping_
+        // then load of idle_in_read: one of the two sees the other, so a
+        // thread never sleeps in read() through a stop.
+        w.idle_in_read.store(w.session.idle());
+        if (stopping_.load() && w.session.idle()) return;
+        const ssize_t n = ::read(fd, w.read_buf.get(), kReadSize);
+        w.idle_in_read.store(false, std::memory_order_relaxed);
+        if (n == 0) return;  // the client closed (or the stop shut our read side)
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return;  // EAGAIN: --idle-timeout passed; or an error
+        }
+        w.cache.refresh(std::time(nullptr));
+        if (stopping_.load(std::memory_order_relaxed)) w.session.request_close();
+        const auto r = w.session.feed({w.read_buf.get(), static_cast<std::size_t>(n)}, w.out);
+        if (!write_all(fd, w.out)) return;
+        if (r == http::Session::Result::close) return linger(w, fd);
+    }
+}
+
+void Server::linger(Worker& w, int fd) {
+    // Shut our side, then read until the client closes (or the linger
+    // timeout), so it receives the response rather than a reset.
+    if (opts_.linger_timeout.count() == 0 || ::shutdown(fd, SHUT_WR) != 0) return;
+    set_timeouts(fd, opts_.linger_timeout, opts_.linger_timeout);
+    const auto deadline = Clock::now() + opts_.linger_timeout;
+    while (Clock::now() < deadline) {
+        const ssize_t n = ::read(fd, w.read_buf.get(), kReadSize);
+        if (n > 0 || (n < 0 && errno == EINTR)) continue;
+        return;
+    }
+}
+
+void run_server(const runtime::WorkerContext& ctx) {
+    Server(ctx).run();
+}
+
+}  // namespace sm::blocking

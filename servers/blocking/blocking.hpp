@@ -1,0 +1,83 @@
+// server-blocking: a thread per connection, the oldest model, and where it
+// falls over. An acceptor thread hands each accepted connection to a thread
+// of a bounded pool; that thread does blocking reads (SO_RCVTIMEO bounds
+// them: --idle-timeout) and blocking writes until the connection ends, then
+// waits for the next one. --threads threads start up front; the pool grows
+// on demand up to --max-connections; at the limit the acceptor stops
+// accepting and new connections wait in the listen backlog.
+//
+// What it costs: a thread (a 256 KiB stack reservation, a kernel task) per
+// open connection, a context switch per request when connections outnumber
+// cores, and one idle thread per idle keep-alive connection.
+#pragma once
+
+#include <pthread.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "http/byte_buffer.hpp"
+#include "http/response.hpp"
+#include "http/session.hpp"
+#include "runtime/log.hpp"
+#include "runtime/server.hpp"
+
+namespace sm::blocking {
+
+// A joinable thread with a chosen stack size (std::thread cannot set one).
+class StackThread {
+  public:
+    StackThread(std::size_t stack_bytes, std::function<void()> body);
+    ~StackThread();
+    StackThread(const StackThread&) = delete;
+    StackThread& operator=(const StackThread&) = delete;
+
+  private:
+    pthread_t thread_{};
+};
+
+class Server {
+  public:
+    explicit Server(const runtime::WorkerContext& ctx);
+    ~Server();
+    Server(const Server&) = delete;
+    Server& operator=(const Server&) = delete;
+
+    void run();  // the acceptor; returns after shutdown
+
+  private:
+    struct Worker;
+    bool spawn_worker();
+    void worker_loop(Worker& w);
+    void serve(Worker& w, int fd);
+    void linger(Worker& w, int fd);
+    void stop_connections(int how, bool only_idle);
+
+    const runtime::ServerOptions& opts_;
+    runtime::UniqueFd& listener_;
+    int stop_fd_;
+    runtime::ConnectionLimit& limit_;
+
+    std::mutex mutex_;
+    std::condition_variable work_;                  // a connection is queued, or exit
+    std::condition_variable idle_;                  // a thread became idle, or exited
+    std::deque<int> handed_;                        // accepted, not yet taken by a thread
+    std::vector<std::unique_ptr<Worker>> workers_;  // under mutex_
+    std::size_t idle_count_ = 0;                    // threads waiting for a connection
+    bool exit_ = false;                             // threads return once nothing is queued
+    std::atomic<bool> stopping_{false};
+    bool spawn_failed_ = false;
+
+    runtime::RateLimit accept_log_;
+    runtime::RateLimit pool_log_;
+};
+
+void run_server(const runtime::WorkerContext& ctx);
+
+}  // namespace sm::blocking
