@@ -44,6 +44,12 @@ struct Connection {
 
     const int fd;
     std::uint32_t events = 0;  // what epoll reported; written before the hand-off
+    // Release-stored by the worker before it re-arms the connection,
+    // acquire-exchanged by the reactor when its event arrives: the kernel
+    // orders the two (epoll_ctl before the event), this makes that order
+    // visible to the memory model (and to ThreadSanitizer), so the next
+    // owner sees everything the last one wrote.
+    std::atomic<bool> armed{true};
     http::Session session;     // touched only by the worker that owns the connection
     http::ByteBuffer pending;  // unsent responses; the connection then waits for EPOLLOUT
     bool want_close = false;   // the session ended: close once pending is written
