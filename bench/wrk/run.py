@@ -65,7 +65,13 @@ ENDPOINTS = {
     "plaintext": ("/plaintext", b"Hello, World!", "text/plain"),
     "json": ("/json", b'{"message":"Hello, World!"}', "application/json"),
 }
-TARGET_ORDER = ("epoll", "nginx", "floor")
+MODELS = ("epoll", "libuv", "threadpool", "blocking", "uring")
+TARGET_ORDER = (*MODELS, "nginx", "floor")
+# The issue's targets, relative to nginx in the same run: CPU per request
+# without pipelining (at most), req/s with pipelining (at least). blocking is
+# reported, not judged; --cpu-target/--rps-target MODEL=X override.
+CPU_TARGETS = {"epoll": 0.9, "uring": 0.9, "libuv": 1.0, "threadpool": 1.3}
+RPS_TARGETS = {"epoll": 4.0, "uring": 3.0, "libuv": 3.0, "threadpool": 3.0}
 # The floor answers every request with the plaintext response, whatever the
 # path: it has a row for the plaintext scenarios only.
 FLOOR_ENDPOINTS = ("plaintext",)
@@ -407,8 +413,10 @@ class EpollTarget(Target):
     name = "epoll"
     program = "server-epoll"
 
-    def __init__(self, binary: Path, mode: str, cpu: int, tmp: Path) -> None:
+    def __init__(self, binary: Path, mode: str, cpu: int, tmp: Path, model: str = "epoll") -> None:
         super().__init__()
+        if model != self.name and self.name == "epoll":
+            self.name, self.program = model, f"server-{model}"
         self.binary, self.mode, self.cpu, self.tmp = binary, mode, cpu, tmp
         self.label = f"{self.program} --threads 1 --mode {mode}"
         self.stderr_path = tmp / f"{self.program}.stderr"
@@ -432,7 +440,7 @@ class EpollTarget(Target):
                              f"  expected 'listening on http://127.0.0.1:PORT model={self.name} threads=1 ...'")
         self.port = int(m.group(1))
         rest = m.group(2)
-        for want in (f"model={self.name}", "threads=1", *([f"mode={self.mode}"] if self.name == "epoll" else [])):
+        for want in (f"model={self.name}", "threads=1", *([f"mode={self.mode}"] if self.name in MODELS else [])):
             if want not in rest.split():
                 log(f"WARNING: {self.program} ready line lacks '{want}': {line!r}")
         # Keep draining stdout so a chatty server never blocks on a full pipe.
@@ -755,17 +763,20 @@ def environment(args, targets: dict[str, Target]) -> dict:
             env["git_commit"] = commit
             env["git_dirty"] = bool(run_tool(["git", "-C", str(REPO_ROOT), "status", "--porcelain",
                                               "--untracked-files=no"]))
-    if "epoll" in targets:
-        t = targets["epoll"]
+    env["binaries"] = {}
+    for name, t in targets.items():
+        if not isinstance(t, EpollTarget):
+            continue
         h = hashlib.sha256()
         with open(t.binary, "rb") as f:
             for chunk in iter(lambda: f.read(1 << 20), b""):
                 h.update(chunk)
         st = t.binary.stat()
-        env["server_epoll"] = {"path": str(t.binary), "sha256": h.hexdigest(),
-                               "mtime_utc": _dt.datetime.fromtimestamp(st.st_mtime, _dt.timezone.utc)
-                               .isoformat(timespec="seconds"),
-                               "cmd": t.cmd, "ready_line": t.ready_line}
+        env["binaries"][name] = {"path": str(t.binary), "sha256": h.hexdigest(),
+                                 "mtime_utc": _dt.datetime.fromtimestamp(st.st_mtime, _dt.timezone.utc)
+                                 .isoformat(timespec="seconds"),
+                                 "cmd": t.cmd, "ready_line": t.ready_line}
+    env["skipped"] = dict(getattr(args, "skipped", {}))
     return env
 
 
@@ -879,35 +890,46 @@ def print_table(args, summary: dict, targets: list[str], runs: list[dict]) -> No
 
 
 def target_checks(args, summary: dict, targets: list[str], runs: list[dict]) -> list[tuple[str, str]]:
-    """[(status, text)], status PASS | FAIL | INVALID | SKIP."""
-    if not ("epoll" in targets and "nginx" in targets):
-        return [("SKIP", "target checks need both targets (--targets epoll,nginx)")]
+    """[(status, text)], status PASS | FAIL | INVALID | SKIP, per model with a target."""
+    if "nginx" not in targets:
+        return [("SKIP", "target checks compare with nginx (add nginx to --targets)")]
+    cpu_targets = getattr(args, "cpu_targets", None) or dict(CPU_TARGETS)
+    rps_targets = getattr(args, "rps_targets", None) or dict(RPS_TARGETS)
     res = []
-    for ep in args.endpoints:
-        for pl, field, what, ok, unit, fmt in (
-            (False, "server_cpu_us_per_req",
-             f"{ep:<9} CPU per request, no pipelining: epoll <= {args.cpu_target:.2f}x nginx",
-             lambda x: x <= args.cpu_target, "us/req", fmt_us),
-            (True, "rps",
-             f"{ep:<9} req/s, {args.depth}-deep pipelining:  epoll >= {args.rps_target:.2f}x nginx",
-             lambda x: x >= args.rps_target, "req/s", fmt_rate),
-        ):
-            e, n = ("epoll", ep, pl), ("nginx", ep, pl)
-            bad = [k[0] for k in (e, n) if summary.get(k, {}).get("valid", 0) < summary.get(k, {}).get("runs", 1)]
-            ratio, pairs = ratio_vs_nginx(summary, runs, ep, pl, field)
-            if ratio is None:
-                res.append(("INVALID", f"{what}: no valid runs"))
-                continue
-            st = "PASS" if ok(ratio) else "FAIL"
-            if bad and st == "PASS":
-                st = "INVALID"   # it might not pass with the runs that failed
-            basis = (f"median of per-round ratios {', '.join(f'{x:.2f}' for x in pairs)}" if pairs
-                     else "ratio of medians")
-            text = (f"{what}: {ratio:.2f}x ({basis}; medians {fmt(med(summary, e, field))} vs "
-                    f"{fmt(med(summary, n, field))} {unit})")
-            if bad:
-                text += f"; invalid runs of {', '.join(bad)} excluded"
-            res.append((st, text))
+    for model in [t for t in targets if t in MODELS]:
+        for ep in args.endpoints:
+            checks = []
+            if model in cpu_targets:
+                x = cpu_targets[model]
+                checks.append((False, "server_cpu_us_per_req",
+                               f"{model:<10} {ep:<9} CPU per request, no pipelining: <= {x:.2f}x nginx",
+                               (lambda x: lambda r: r <= x)(x), "us/req", fmt_us))
+            if model in rps_targets:
+                x = rps_targets[model]
+                checks.append((True, "rps",
+                               f"{model:<10} {ep:<9} req/s, {args.depth}-deep pipelining:  >= {x:.2f}x nginx",
+                               (lambda x: lambda r: r >= x)(x), "req/s", fmt_rate))
+            for pl, field, what, ok, unit, fmt in checks:
+                e, n = (model, ep, pl), ("nginx", ep, pl)
+                bad = [k[0] for k in (e, n)
+                       if summary.get(k, {}).get("valid", 0) < summary.get(k, {}).get("runs", 1)]
+                ratio, pairs = ratio_vs_nginx(summary, runs, ep, pl, field, model)
+                if ratio is None:
+                    res.append(("INVALID", f"{what}: no valid runs"))
+                    continue
+                st = "PASS" if ok(ratio) else "FAIL"
+                if bad and st == "PASS":
+                    st = "INVALID"   # it might not pass with the runs that failed
+                basis = (f"median of per-round ratios {', '.join(f'{x:.2f}' for x in pairs)}" if pairs
+                         else "ratio of medians")
+                text = (f"{what}: {ratio:.2f}x ({basis}; medians {fmt(med(summary, e, field))} vs "
+                        f"{fmt(med(summary, n, field))} {unit})")
+                if bad:
+                    text += f"; invalid runs of {', '.join(bad)} excluded"
+                res.append((st, text))
+    for model, why in (getattr(args, "skipped", None) or {}).items():
+        if model in cpu_targets or model in rps_targets:
+            res.append(("SKIP", f"{model:<10} not measured: {why}"))
     return res
 
 
@@ -947,15 +969,19 @@ examples:
   bench/wrk/run.py --targets nginx --rounds 1    # nginx alone
   bench/wrk/run.py --endpoints plaintext --duration 10 --json out.json --check
 """)
-    ap.add_argument("--targets", default="epoll,nginx,floor",
-                    help="comma-separated targets, in the order they run each round: epoll, nginx, floor "
-                         "(the no-parse responder, plaintext scenarios only) (default: %(default)s)")
+    ap.add_argument("--targets", default=",".join(TARGET_ORDER),
+                    help="comma-separated targets, in the order they run each round: the models "
+                         f"({', '.join(MODELS)}), nginx, floor (the no-parse responder, plaintext "
+                         "scenarios only); a model not built or unable to run here is skipped with "
+                         "its reason (default: %(default)s)")
     ap.add_argument("--endpoints", default="plaintext,json",
                     help="comma-separated endpoints: plaintext, json (default: %(default)s)")
     ap.add_argument("--build-dir", type=Path, default=REPO_ROOT / "build" / "release",
                     help="build directory holding servers/epoll/server-epoll (default: build/release in the repo)")
     ap.add_argument("--server-bin", type=Path, default=None,
                     help="server-epoll binary (default: BUILD_DIR/servers/epoll/server-epoll)")
+    ap.add_argument("--bin", action="append", default=[], metavar="MODEL=PATH",
+                    help="a model's binary (default: BUILD_DIR/servers/MODEL/server-MODEL); repeatable")
     ap.add_argument("--floor-bin", type=Path, default=None,
                     help="bench/floor binary (default: BUILD_DIR/bench/floor/floor)")
     ap.add_argument("--mode", choices=("composed", "cached"), default="composed",
@@ -967,7 +993,7 @@ examples:
     ap.add_argument("--duration", type=int, default=3, help="seconds per measured run (default: %(default)s)")
     ap.add_argument("--warmup", type=int, default=2,
                     help="seconds of the unmeasured warm-up run per target and scenario; 0 skips it (default: %(default)s)")
-    ap.add_argument("--rounds", type=int, default=8,
+    ap.add_argument("--rounds", type=int, default=6,
                     help="measured runs per target and scenario; even rounds run the targets in reverse "
                          "order (default: %(default)s)")
     ap.add_argument("--pause", type=float, default=1.0,
@@ -977,10 +1003,12 @@ examples:
     ap.add_argument("--pipeline-connections", type=int, default=256,
                     help="wrk connections with pipelining (default: %(default)s)")
     ap.add_argument("--depth", type=int, default=16, help="pipelining depth: requests per write (default: %(default)s)")
-    ap.add_argument("--cpu-target", type=float, default=0.9,
-                    help="target: epoll CPU/req <= this x nginx's, without pipelining (default: %(default)s)")
-    ap.add_argument("--rps-target", type=float, default=4.0,
-                    help="target: epoll req/s >= this x nginx's, with pipelining (default: %(default)s)")
+    ap.add_argument("--cpu-target", action="append", default=[], metavar="MODEL=RATIO",
+                    help="target: MODEL's CPU/req <= RATIO x nginx's without pipelining (defaults: "
+                         + ", ".join(f"{m} {r}" for m, r in CPU_TARGETS.items()) + "); repeatable")
+    ap.add_argument("--rps-target", action="append", default=[], metavar="MODEL=RATIO",
+                    help="target: MODEL's req/s >= RATIO x nginx's with pipelining (defaults: "
+                         + ", ".join(f"{m} {r}" for m, r in RPS_TARGETS.items()) + "); repeatable")
     ap.add_argument("--json", type=Path, metavar="FILE",
                     help="write every run's raw figures, the summary and the environment to FILE")
     ap.add_argument("--check", action="store_true", help="exit 1 when a target check fails")
@@ -1007,8 +1035,26 @@ examples:
     for opt, cpu in (("--server-cpu", a.server_cpu), ("--client-cpu", a.client_cpu)):
         if cpu not in allowed:
             ap.error(f"{opt} {cpu}: not an available CPU (available: {sorted(allowed)})")
-    if a.server_bin is None:
-        a.server_bin = a.build_dir / "servers" / "epoll" / "server-epoll"
+    a.bins = {m: a.build_dir / "servers" / m / f"server-{m}" for m in MODELS}
+    if a.server_bin is not None:
+        a.bins["epoll"] = a.server_bin
+    for item in a.bin:
+        m, sep, path = item.partition("=")
+        if not sep or m not in MODELS or not path:
+            ap.error(f"--bin {item}: expected MODEL=PATH with MODEL one of {', '.join(MODELS)}")
+        a.bins[m] = Path(path)
+    a.server_bin = a.bins["epoll"]
+    a.cpu_targets, a.rps_targets = dict(CPU_TARGETS), dict(RPS_TARGETS)
+    for opt, table, items in (("--cpu-target", a.cpu_targets, a.cpu_target),
+                              ("--rps-target", a.rps_targets, a.rps_target)):
+        for item in items:
+            m, sep, val = item.partition("=")
+            try:
+                if not sep or m not in MODELS:
+                    raise ValueError
+                table[m] = float(val)
+            except ValueError:
+                ap.error(f"{opt} {item}: expected MODEL=RATIO with MODEL one of {', '.join(MODELS)}")
     if a.floor_bin is None:
         a.floor_bin = a.build_dir / "bench" / "floor" / "floor"
     return a
@@ -1021,12 +1067,22 @@ def check_dependencies(args) -> None:
         log(f"error: {', '.join(missing)} not found. Install the benchmark dependencies from Debian with:\n"
             f"    scripts/deps.sh bench")
         sys.exit(EXIT_SETUP)
-    for name, b, opt in (("epoll", args.server_bin, "--server-bin"), ("floor", args.floor_bin, "--floor-bin")):
-        if name in args.targets and not (b.is_file() and os.access(b, os.X_OK)):
-            log(f"error: {name} binary not found at {b}\n"
-                f"  build it with:  cmake --preset release && cmake --build --preset release\n"
-                f"  or point {opt} / --build-dir at an existing build, or leave {name} out of --targets")
-            sys.exit(EXIT_SETUP)
+    # A missing model is skipped (it may not be built here: no liburing, say);
+    # none at all, or no floor when asked for, is an error.
+    args.skipped = {}
+    for m in [t for t in args.targets if t in MODELS]:
+        b = args.bins[m]
+        if not (b.is_file() and os.access(b, os.X_OK)):
+            args.skipped[m] = f"not built: no binary at {b}"
+    args.targets = [t for t in args.targets if t not in args.skipped]
+    for m, why in args.skipped.items():
+        log(f"WARNING: skipping {m}: {why}")
+    missing_floor = "floor" in args.targets and not (args.floor_bin.is_file() and os.access(args.floor_bin, os.X_OK))
+    if missing_floor or (args.skipped and not any(t in MODELS for t in args.targets)):
+        log(f"error: {'bench/floor' if missing_floor else 'no model'} binary found under {args.build_dir}\n"
+            f"  build them with:  cmake --preset release && cmake --build --preset release\n"
+            f"  or point --build-dir / --bin / --floor-bin at an existing build")
+        sys.exit(EXIT_SETUP)
 
 
 TMP_PREFIX = "sm-wrk-"
@@ -1075,18 +1131,26 @@ def main(argv: list[str]) -> int:
     code = EXIT_OK
     try:
         for name in args.targets:
-            if name == "epoll":
-                t = EpollTarget(args.server_bin.resolve(), args.mode, args.server_cpu, tmp)
+            if name in MODELS:
+                t = EpollTarget(args.bins[name].resolve(), args.mode, args.server_cpu, tmp, model=name)
             elif name == "floor":
                 t = FloorTarget(args.floor_bin.resolve(), args.server_cpu, tmp)
             else:
                 t = NginxTarget(args.nginx, args.server_cpu, tmp)
-            targets[name] = t
             log(f"starting {name}: {t.label}")
             try:
                 t.start()
             except SetupError as e:
-                raise SetupError(f"{name}: {e}") from None
+                if name not in MODELS:
+                    raise SetupError(f"{name}: {e}") from None
+                # A model that cannot run here (io_uring refused, say) is
+                # skipped with what it said; the others are still measured.
+                t.stop()
+                why = (t.problem_log().strip().splitlines() or [str(e)])[-1]
+                args.skipped[name] = f"could not start: {why}"
+                log(f"WARNING: skipping {name}: {why}")
+                continue
+            targets[name] = t
             log(f"  pid {t.proc.pid}, port {t.port}, processes {sorted(t.pids())}")
         for name, t in targets.items():
             eps = [e for e in args.endpoints if name != "floor" or e in FLOOR_ENDPOINTS]
@@ -1196,7 +1260,7 @@ def main(argv: list[str]) -> int:
     if args.json:
         doc = {
             "tool": "servermodels bench/wrk/run.py",
-            "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+            "options": json.loads(json.dumps(vars(args), default=str)),
             "environment": env,
             "targets": tinfo,
             "warmups": warmups,
@@ -1230,8 +1294,11 @@ def report(args, env: dict, tinfo: dict, runs: list[dict], warmups: list[dict], 
     print()
     print(f"servermodels wrk bench: server on CPU {args.server_cpu}, wrk on CPU {args.client_cpu} (wrk -t1), "
           f"{args.rounds} rounds x {args.duration}s, warm-up {args.warmup}s, targets interleaved per round")
-    if "epoll" in tinfo:
-        print(f"  epoll: {tinfo['epoll']['label']}  ({tinfo['epoll']['binary']})")
+    for m in MODELS:
+        if m in tinfo:
+            print(f"  {m}: {tinfo[m]['label']}  ({tinfo[m]['binary']})")
+    for m, why in (env.get("skipped") or {}).items():
+        print(f"  {m}: SKIPPED, {why}")
     if "floor" in tinfo:
         print(f"  floor: {tinfo['floor']['label']}")
     if "nginx" in tinfo:
