@@ -8,7 +8,7 @@
 namespace sm::runtime {
 
 class ConnectionLimit {
-public:
+  public:
     explicit ConnectionLimit(std::size_t max) noexcept : max_(max) {}
 
     // Takes a slot for a connection about to be accepted; false at the limit.
@@ -21,10 +21,12 @@ public:
     }
     void release() noexcept { open_.fetch_sub(1, std::memory_order_relaxed); }
 
-    [[nodiscard]] std::size_t open() const noexcept { return open_.load(std::memory_order_relaxed); }
+    [[nodiscard]] std::size_t open() const noexcept {
+        return open_.load(std::memory_order_relaxed);
+    }
     [[nodiscard]] std::size_t max() const noexcept { return max_; }
 
-private:
+  private:
     std::atomic<std::size_t> open_{0};
     const std::size_t max_;
 };

@@ -59,7 +59,8 @@ class IntrusiveList {
     // element it is given.
     template <typename F>
     void for_each(F&& f) {
-        for (ListHook* h = head_.next; h != &head_; h = h->next) f(owner(h));
+        for (ListHook* h = head_.next; h != &head_; h = h->next)
+            f(owner(h));
     }
 
     // Moves every element to `to` (appending), leaving this list empty.

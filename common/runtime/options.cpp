@@ -76,6 +76,19 @@ ParsedOptions parse_server_options(std::string_view program_name, std::string_vi
             ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20))
             ->capture_default_str();
 
+    if (extra.uring_buffers)
+        app.add_option("--uring-buffers", o.uring_buffers,
+                       "Provided receive buffers (8 KiB each) per thread's io_uring; a power of "
+                       "two. Too few for the busy connections and recvs wait for the next batch")
+            ->check(CLI::Range(1u, 32768u))
+            ->check(
+                [](const std::string& s) {
+                    const unsigned long n = std::stoul(s);
+                    return (n & (n - 1)) == 0 ? std::string() : "must be a power of two";
+                },
+                "POW2")
+            ->capture_default_str();
+
     auto* limits = "Limits";
     app.add_option("--max-connections", o.max_connections,
                    "Connections open at once (all threads); beyond it new ones wait in the "

@@ -35,11 +35,14 @@ struct ServerOptions {
     std::size_t max_connections = 10000;
     // server-threadpool: ready connections waiting for a worker.
     std::size_t queue_size = 1024;
+    // server-uring: provided receive buffers per thread (a power of two).
+    unsigned uring_buffers = 1024;
 };
 
 // Options only some models take; the others do not offer them.
 struct ModelOptions {
     bool queue_size = false;
+    bool uring_buffers = false;
 };
 
 struct ParsedOptions {

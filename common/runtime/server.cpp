@@ -31,6 +31,7 @@ void pin_worker_thread(const ServerOptions& opts, unsigned i) {
 int serve(const Model& model, int argc, const char* const* argv) {
     const std::string program =
         model.program.empty() ? fmt::format("server-{}", model.name) : std::string(model.program);
+    set_program_name(program);
     ParsedOptions parsed =
         parse_server_options(program, model.description, model.options, argc, argv);
     if (!parsed.options) return parsed.exit_code;
@@ -42,7 +43,6 @@ int serve(const Model& model, int argc, const char* const* argv) {
         }
     }
     const unsigned workers = model.listeners == ListenerLayout::one ? 1u : opts.threads;
-    set_program_name(program);
 
     Listeners listeners;
     UniqueFd stop;

@@ -1,0 +1,92 @@
+// io_uring plumbing for server-uring, as RAII objects: the ring (set up with
+// the flags that suit one ring per thread, falling back to what older kernels
+// accept) and a provided-buffer ring (memory mapped here: liburing 2.3 has no
+// io_uring_setup_buf_ring helper).
+#pragma once
+
+#include <liburing.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace sm::uring {
+
+class Ring {
+  public:
+    Ring() noexcept = default;
+    ~Ring();
+    Ring(const Ring&) = delete;
+    Ring& operator=(const Ring&) = delete;
+
+    // Sets the ring up with `sq_entries` submission and `cq_entries`
+    // completion slots. Tries, in order:
+    //   SINGLE_ISSUER|DEFER_TASKRUN (Linux 6.1): completion work runs only when
+    //     the thread waits, in its own context, batched, with no interrupt;
+    //   COOP_TASKRUN|TASKRUN_FLAG (5.19): no inter-processor interrupt per completion;
+    //   no task-run flags (5.5).
+    // A kernel that does not know a flag answers EINVAL and the next set is
+    // tried. Returns 0 or the negative errno of the last attempt.
+    int init(unsigned sq_entries, unsigned cq_entries) noexcept;
+
+    [[nodiscard]] io_uring* get() noexcept { return &ring_; }
+    // The flag set init() settled on, for messages: "defer-taskrun" ...
+    [[nodiscard]] std::string_view setup() const noexcept { return setup_; }
+    // The errno with which the first (preferred) flag set was refused, or 0.
+    [[nodiscard]] int preferred_refused() const noexcept { return preferred_refused_; }
+
+    // A free submission slot. When the queue is full, what it holds is
+    // submitted first. Throws std::system_error if the kernel refuses that.
+    io_uring_sqe* sqe();
+
+  private:
+    io_uring ring_{};
+    bool live_ = false;
+    std::string_view setup_;
+    int preferred_refused_ = 0;
+};
+
+// `count` buffers of `size` bytes handed to the kernel through a buffer ring:
+// a multishot recv picks a free one per completion, so memory follows the
+// data in flight, not the number of connections. Returned buffers are
+// published to the kernel in one store per batch (publish()).
+class ProvidedBuffers {
+  public:
+    // count: a power of two up to 32768. Throws std::system_error when the
+    // memory cannot be mapped.
+    ProvidedBuffers(unsigned count, std::size_t size);
+    ~ProvidedBuffers();
+    ProvidedBuffers(const ProvidedBuffers&) = delete;
+    ProvidedBuffers& operator=(const ProvidedBuffers&) = delete;
+
+    // Registers the ring as buffer group `group` and hands every buffer to
+    // the kernel. Returns 0 or a negative errno (EINVAL: kernel older than 5.19).
+    int register_with(Ring& ring, std::uint16_t group) noexcept;
+
+    [[nodiscard]] char* buffer(std::uint16_t id) const noexcept { return data_ + id * size_; }
+    [[nodiscard]] std::size_t size() const noexcept { return size_; }
+    [[nodiscard]] unsigned count() const noexcept { return count_; }
+
+    // Queues buffer `id` for return; the kernel sees it after publish().
+    void give_back(std::uint16_t id) noexcept {
+        io_uring_buf_ring_add(ring_, buffer(id), static_cast<unsigned>(size_), id, mask_, pending_);
+        ++pending_;
+    }
+    void publish() noexcept {
+        if (pending_ == 0) return;
+        io_uring_buf_ring_advance(ring_, pending_);
+        pending_ = 0;
+    }
+
+  private:
+    unsigned count_;
+    std::size_t size_;
+    int mask_;
+    int pending_ = 0;
+    io_uring_buf_ring* ring_ = nullptr;
+    std::size_t ring_bytes_ = 0;
+    char* data_ = nullptr;
+    std::size_t data_bytes_ = 0;
+};
+
+}  // namespace sm::uring
