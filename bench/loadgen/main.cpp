@@ -1,0 +1,88 @@
+// loadgen: the suite's HTTP/1.1 load generator (bench/loadgen/README.md).
+#include <csignal>
+
+#include <fmt/core.h>
+#include <simdjson.h>
+
+#include <atomic>
+#include <cstdio>
+#include <exception>
+#include <fstream>
+
+#include "config.hpp"
+#include "engine.hpp"
+#include "report.hpp"
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+static_assert(std::atomic<bool>::is_always_lock_free);
+
+extern "C" void on_signal(int) {
+    g_stop.store(true, std::memory_order_relaxed);
+}
+
+bool write_file(const std::string& path, const std::string& text) {
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f << text;
+    f.close();
+    return static_cast<bool>(f);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    using namespace sm::loadgen;
+    auto parsed = parse_config(argc, argv);
+    if (!parsed.config) return parsed.exit_code;
+    const Config& config = *parsed.config;
+    if (config.expect_json) {
+        simdjson::dom::parser parser;
+        if (auto err = parser.parse(simdjson::padded_string(*config.expect_json)).error()) {
+            fmt::print(stderr,
+                       "loadgen: --expect-json is not valid JSON ({})\nRun with --help for more "
+                       "information.\n",
+                       simdjson::error_message(err));
+            return 2;
+        }
+    }
+    // With --json -, stdout carries the JSON alone and the summary goes to stderr.
+    std::FILE* text = config.json_path == "-" ? stderr : stdout;
+
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGINT, &sa, nullptr);
+    ::sigaction(SIGTERM, &sa, nullptr);
+    std::signal(SIGPIPE, SIG_IGN);
+
+    try {
+        if (!config.quiet) {
+            fmt::print(text, "{}", describe_run(config));
+            std::fflush(text);
+        }
+        const Endpoint endpoint = resolve_and_probe(config);
+        const Outcome outcome = run_load(config, endpoint, g_stop);
+        if (!config.quiet) fmt::print(text, "{}", text_report(config, outcome));
+        if (outcome.ended == Ended::server_gone)
+            fmt::print(stderr, "loadgen: {}; the run ended early\n", outcome.message);
+        if (!config.json_path.empty()) {
+            const std::string json = json_report(config, outcome);
+            if (config.json_path == "-") {
+                fmt::print(stdout, "{}", json);
+            } else if (!write_file(config.json_path, json)) {
+                fmt::print(stderr, "loadgen: cannot write {}\n", config.json_path);
+                return 1;
+            }
+        }
+        switch (outcome.ended) {
+            case Ended::completed: return 0;
+            case Ended::server_gone: return 1;
+            case Ended::interrupted: return 130;
+        }
+    } catch (const std::exception& e) {
+        fmt::print(stderr, "loadgen: {}\n", e.what());
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,375 @@
+// loadgen's options: URL and duration parsing, the command line (wrk's option
+// names, bad arguments exit with code 2) and the request put on the wire.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "config.hpp"
+
+using namespace std::chrono_literals;
+using sm::loadgen::Config;
+using sm::loadgen::parse_config;
+using sm::loadgen::parse_duration;
+using sm::loadgen::parse_url;
+using sm::loadgen::ParsedConfig;
+using sm::loadgen::render_request;
+
+namespace {
+
+constexpr const char* kUrl = "http://127.0.0.1:8080/plaintext";
+
+// Parses `loadgen ARGS...`.
+ParsedConfig parse(const std::vector<std::string>& args) {
+    std::vector<const char*> argv = {"loadgen"};
+    for (const auto& a : args)
+        argv.push_back(a.c_str());
+    return parse_config(static_cast<int>(argv.size()), argv.data());
+}
+
+Config parse_ok(const std::vector<std::string>& args) {
+    const auto parsed = parse(args);
+    REQUIRE(parsed.exit_code == 0);
+    REQUIRE(parsed.config.has_value());
+    return *parsed.config;
+}
+
+}  // namespace
+
+TEST_CASE("config parse_url takes host, port, path and query", "[config]") {
+    struct Case {
+        const char* url;
+        const char* host;
+        std::uint16_t port;
+        const char* path;
+        const char* host_header;
+    };
+    const Case cases[] = {
+        {"http://127.0.0.1:8080/plaintext", "127.0.0.1", 8080, "/plaintext", "127.0.0.1:8080"},
+        {"http://127.0.0.1/", "127.0.0.1", 80, "/", "127.0.0.1"},
+        {"http://127.0.0.1", "127.0.0.1", 80, "/", "127.0.0.1"},
+        {"http://localhost:80/json", "localhost", 80, "/json",
+         "localhost"},  // the default port is left out
+        {"http://example.test:65535/a/b/c", "example.test", 65535, "/a/b/c", "example.test:65535"},
+        {"http://h:1/", "h", 1, "/", "h:1"},
+        {"http://h:/", "h", 80, "/", "h"},  // an empty port is the default (RFC 3986 3.2.3)
+        {"http://[::1]:8080/json", "::1", 8080, "/json", "[::1]:8080"},
+        {"http://[::1]/", "::1", 80, "/", "[::1]"},
+        {"http://[2001:db8::7]", "2001:db8::7", 80, "/", "[2001:db8::7]"},
+        {"http://h/path?query=1&b=2", "h", 80, "/path?query=1&b=2", "h"},
+        {"http://h:8080?x=1", "h", 8080, "/?x=1", "h:8080"},
+        {"http://h/p#fragment", "h", 80, "/p", "h"},  // the fragment is not sent
+        {"http://h#top", "h", 80, "/", "h"},
+        {"http://h:9000#top", "h", 9000, "/", "h:9000"},
+    };
+    for (const auto& c : cases) {
+        INFO(c.url);
+        const auto t = parse_url(c.url);
+        CHECK(t.url == c.url);
+        CHECK(t.host == c.host);
+        CHECK(t.port == c.port);
+        CHECK(t.path == c.path);
+        CHECK(t.host_header == c.host_header);
+    }
+}
+
+TEST_CASE("config parse_url refuses what it cannot use, with a reason", "[config]") {
+    for (const char* url : {
+             "",
+             "garbage",
+             "127.0.0.1:8080/plaintext",  // no scheme
+             "ftp://h/",
+             "HTTPS://h/",
+             "http://",
+             "http:///path",
+             "http://:8080/",
+             "http://[]:8080/",
+             "http://h:0/",
+             "http://h:65536/",
+             "http://h:99999999999/",
+             "http://h:-1/",
+             "http://h:80a/",
+             "http://h:http/",
+             "http://[::1/",
+             "http://[::1]8080/",
+             "http://::1/",  // IPv6 without brackets
+             "http://::1:8080/",
+             "http://h:80:90/",
+             "http://user@h/",
+             "http://user:pw@h:8080/",
+             "http://h/a b",
+             "http://h/a\r\nX: y",
+         }) {
+        INFO("'" << url << "'");
+        try {
+            (void)parse_url(url);
+            FAIL("accepted");
+        } catch (const std::invalid_argument& e) {
+            CHECK(std::string(e.what()).size() > 0);
+        }
+    }
+    // https gets a message of its own.
+    try {
+        (void)parse_url("https://127.0.0.1:8443/");
+        FAIL("accepted https");
+    } catch (const std::invalid_argument& e) {
+        CHECK(std::string(e.what()).find("https") != std::string::npos);
+    }
+}
+
+TEST_CASE("config parse_duration takes wrk's forms", "[config]") {
+    CHECK(parse_duration("10") == 10s);
+    CHECK(parse_duration("10s") == 10s);
+    CHECK(parse_duration("1.5s") == 1500ms);
+    CHECK(parse_duration("500ms") == 500ms);
+    CHECK(parse_duration("2m") == 2min);
+    CHECK(parse_duration("1h") == 1h);
+    CHECK(parse_duration("0.25m") == 15s);
+    CHECK(parse_duration("250us") == 250us);
+    CHECK(parse_duration("0") == 0s);
+    CHECK(parse_duration("0s") == 0s);
+    CHECK(parse_duration("0.001s") == 1ms);
+    CHECK(parse_duration("30.5ms") == 30'500us);
+    CHECK(parse_duration("366") == 366s);
+}
+
+TEST_CASE("config parse_duration refuses malformed and out-of-range durations", "[config]") {
+    for (const char* text : {"",      "s",   "ms",    "abc",    "10x",
+                             "10sec", "10S", "10 s",  " 10s",   "10s ",
+                             "+10s",  "-1s", "-1",    "1.5.5s", "0x10s",
+                             "inf",   "nan", "1e400", "10000h", "9999999999999999999"}) {
+        INFO("'" << text << "'");
+        CHECK_THROWS_AS(parse_duration(text), std::invalid_argument);
+    }
+}
+
+TEST_CASE("config defaults", "[config]") {
+    const Config c = parse_ok({kUrl});
+    CHECK(c.target.url == kUrl);
+    CHECK(c.target.host == "127.0.0.1");
+    CHECK(c.target.port == 8080);
+    CHECK(c.target.path == "/plaintext");
+    CHECK(c.connections == 10);
+    CHECK(c.threads == 2);
+    CHECK(c.duration == 10s);
+    CHECK(c.warmup == 0s);
+    CHECK(c.timeout == 2s);
+    CHECK(c.pipeline == 1);
+    CHECK(c.rate == 0.0);
+    CHECK_FALSE(c.open_loop());
+    CHECK(c.method == "GET");
+    CHECK(c.headers.empty());
+    CHECK(c.body.empty());
+    CHECK_FALSE(c.expect_body.has_value());
+    CHECK_FALSE(c.expect_json.has_value());
+    CHECK(c.json_path.empty());
+    CHECK(c.cpus.empty());
+    CHECK_FALSE(c.quiet);
+    CHECK(c.argv == std::vector<std::string>{"loadgen", kUrl});
+}
+
+TEST_CASE("config takes every option, short and long", "[config]") {
+    const std::vector<std::string> short_form = {"-c",
+                                                 "64",
+                                                 "-t",
+                                                 "1",
+                                                 "-d",
+                                                 "1.5s",
+                                                 "--warmup",
+                                                 "500ms",
+                                                 "--pipeline",
+                                                 "16",
+                                                 "-R",
+                                                 "50000.5",
+                                                 "--timeout",
+                                                 "3s",
+                                                 "-H",
+                                                 "X-A: 1",
+                                                 "-H",
+                                                 "host: example.test",
+                                                 "-m",
+                                                 "POST",
+                                                 "--body",
+                                                 "payload",
+                                                 "--expect-body",
+                                                 "Hello, World!",
+                                                 "--json",
+                                                 "-",
+                                                 "--cpus",
+                                                 "0,2-3",
+                                                 "-q",
+                                                 "http://[::1]:9000/json?x=1"};
+    const std::vector<std::string> long_form = {"--connections", "64",
+                                                "--threads",     "1",
+                                                "--duration",    "1.5s",
+                                                "--warmup",      "500ms",
+                                                "--pipeline",    "16",
+                                                "--rate",        "50000.5",
+                                                "--timeout",     "3s",
+                                                "--header",      "X-A: 1",
+                                                "--header",      "host: example.test",
+                                                "--method",      "POST",
+                                                "--body",        "payload",
+                                                "--expect-body", "Hello, World!",
+                                                "--json",        "-",
+                                                "--cpus",        "0,2-3",
+                                                "--quiet",       "http://[::1]:9000/json?x=1"};
+    for (const auto& args : {short_form, long_form}) {
+        INFO(args.front());
+        const Config c = parse_ok(args);
+        CHECK(c.connections == 64);
+        CHECK(c.threads == 1);
+        CHECK(c.duration == 1500ms);
+        CHECK(c.warmup == 500ms);
+        CHECK(c.pipeline == 16);
+        CHECK(c.rate == 50000.5);
+        CHECK(c.open_loop());
+        CHECK(c.timeout == 3s);
+        CHECK(c.headers == std::vector<std::string>{"X-A: 1", "host: example.test"});
+        CHECK(c.method == "POST");
+        CHECK(c.body == "payload");
+        CHECK(c.expect_body == std::optional<std::string>("Hello, World!"));
+        CHECK_FALSE(c.expect_json.has_value());
+        CHECK(c.json_path == "-");
+        CHECK(c.cpus == std::vector<int>{0, 2, 3});
+        CHECK(c.quiet);
+        CHECK(c.target.host == "::1");
+        CHECK(c.target.port == 9000);
+        CHECK(c.target.path == "/json?x=1");
+        CHECK(c.argv.size() == args.size() + 1);
+    }
+}
+
+TEST_CASE("config takes wrk's glued short options and the URL anywhere", "[config]") {
+    const Config c = parse_ok({"-t1", "-c64", "-d10s", kUrl});
+    CHECK(c.threads == 1);
+    CHECK(c.connections == 64);
+    CHECK(c.duration == 10s);
+
+    const Config first =
+        parse_ok({kUrl, "-H", "X-A: 1", "--expect-json", R"({"message": "Hello, World!"})"});
+    CHECK(first.target.path == "/plaintext");
+    CHECK(first.headers == std::vector<std::string>{"X-A: 1"});
+    CHECK(first.expect_json == std::optional<std::string>(R"({"message": "Hello, World!"})"));
+
+    // A header option right before the URL does not swallow it.
+    const Config last = parse_ok({"-H", "X-A: 1", kUrl});
+    CHECK(last.headers == std::vector<std::string>{"X-A: 1"});
+    CHECK(last.target.url == kUrl);
+
+    // As many connections as threads is enough.
+    CHECK(parse_ok({"-t", "4", "-c", "4", kUrl}).connections == 4);
+    CHECK(parse_ok({"--rate", "0", kUrl}).rate == 0.0);
+    CHECK(parse_ok({"-m", "HEAD", kUrl}).method == "HEAD");
+}
+
+TEST_CASE("config refuses bad arguments with exit code 2", "[config]") {
+    const std::vector<std::vector<std::string>> cases = {
+        {},                      // no URL
+        {"https://127.0.0.1/"},  // bad URL
+        {"http://h:0/"},
+        {kUrl, "extra"},               // a second positional
+        {"--bogus", kUrl},             // unknown option
+        {"-c", "1", "-t", "2", kUrl},  // fewer connections than threads
+        {"-c", "0", kUrl},
+        {"-c", "abc", kUrl},
+        {"-c", "-5", kUrl},
+        {"-t", "0", kUrl},
+        {"--pipeline", "0", kUrl},
+        {"--pipeline", "1025", kUrl},
+        {"-R", "-5", kUrl},
+        {"-R", "fast", kUrl},
+        {"-H", "NoColon", kUrl},  // bad headers
+        {"-H", ": no name", kUrl},
+        {"-H", "Bad Name: 1", kUrl},
+        {"-H", "X-A : 1", kUrl},
+        {"-H", "X-A: 1\r\nX-B: 2", kUrl},
+        {"--expect-body", "a", "--expect-json", "{}", kUrl},  // both expect options
+        {"-d", "10x", kUrl},                                  // bad durations
+        {"-d", "0", kUrl},
+        {"-d", "-1s", kUrl},
+        {"--warmup", "soon", kUrl},
+        {"--timeout", "0", kUrl},
+        {"--timeout", "500us", kUrl},
+        {"-m", "G ET", kUrl},  // bad methods
+        {"-m", "", kUrl},
+        {"--cpus", "x", kUrl},  // bad CPU lists
+        {"--cpus", "3-1", kUrl},
+        {"-d", kUrl},  // an option missing its value
+    };
+    for (const auto& args : cases) {
+        std::string joined;
+        for (const auto& a : args)
+            joined += "'" + a + "' ";
+        INFO("loadgen " << joined);
+        const auto parsed = parse(args);
+        CHECK(parsed.exit_code == 2);
+        CHECK_FALSE(parsed.config.has_value());
+    }
+}
+
+TEST_CASE("config --help and --version exit 0 without a config", "[config]") {
+    for (const char* flag : {"--help", "-h", "--version"}) {
+        INFO(flag);
+        const auto parsed = parse({flag});
+        CHECK(parsed.exit_code == 0);
+        CHECK_FALSE(parsed.config.has_value());
+    }
+    // Even with other options, valid or not.
+    const auto parsed = parse({"-c", "64", "--help", kUrl});
+    CHECK(parsed.exit_code == 0);
+    CHECK_FALSE(parsed.config.has_value());
+}
+
+TEST_CASE("config render_request puts Host, the headers and the body on the wire", "[config]") {
+    SECTION("the default Host header") {
+        CHECK(render_request(parse_ok({kUrl})) ==
+              "GET /plaintext HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n");
+        CHECK(render_request(parse_ok({"http://example.test/"})) ==
+              "GET / HTTP/1.1\r\nHost: example.test\r\n\r\n");
+        CHECK(render_request(parse_ok({"http://[::1]:8080/json?x=1"})) ==
+              "GET /json?x=1 HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n");
+    }
+    SECTION("headers in the order given, after Host") {
+        CHECK(render_request(parse_ok(
+                  {"-H", "Accept: */*", "-H", "X-Hostname: y", "-H", "X-Host: z", kUrl})) ==
+              "GET /plaintext HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nAccept: */*\r\nX-Hostname: "
+              "y\r\nX-Host: z\r\n\r\n");
+    }
+    SECTION("a Host header replaces the default one, in any case") {
+        for (const char* host : {"Host: example.test", "host: example.test", "HOST:example.test"}) {
+            INFO(host);
+            CHECK(render_request(parse_ok({"-H", "Accept: */*", "-H", host, kUrl})) ==
+                  std::string("GET /plaintext HTTP/1.1\r\nAccept: */*\r\n") + host + "\r\n\r\n");
+        }
+    }
+    SECTION("a body goes with its Content-Length") {
+        CHECK(render_request(parse_ok(
+                  {"-m", "POST", "--body", "hello", "-H", "Content-Type: text/plain", kUrl})) ==
+              "POST /plaintext HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nContent-Type: text/plain\r\n"
+              "Content-Length: 5\r\n\r\nhello");
+        CHECK(render_request(parse_ok({"--body", "{\"a\":1}", kUrl})) ==
+              "GET /plaintext HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nContent-Length: "
+              "7\r\n\r\n{\"a\":1}");
+    }
+    SECTION("POST and PUT without a body say Content-Length: 0") {
+        CHECK(render_request(parse_ok({"-m", "POST", kUrl})) ==
+              "POST /plaintext HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nContent-Length: 0\r\n\r\n");
+        CHECK(render_request(parse_ok({"-m", "PUT", kUrl})) ==
+              "PUT /plaintext HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nContent-Length: 0\r\n\r\n");
+        CHECK(render_request(parse_ok({"-m", "HEAD", kUrl})) ==
+              "HEAD /plaintext HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n");
+    }
+    SECTION("a Config built by hand") {
+        Config c;
+        c.target = parse_url("http://10.0.0.1:81/x");
+        c.method = "DELETE";
+        c.headers = {"X-Only-Name", "Host-Like: 1"};  // not validated here: rendered as given
+        CHECK(render_request(c) ==
+              "DELETE /x HTTP/1.1\r\nHost: 10.0.0.1:81\r\nX-Only-Name\r\nHost-Like: 1\r\n\r\n");
+    }
+}
