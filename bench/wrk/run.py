@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""Measure server-epoll and nginx side by side with wrk.
+"""Measure every server model, nginx and the no-parse floor side by side with wrk.
 
-One run starts both servers, pins each to the server CPU and wrk to the
-client CPU, checks that both answer /plaintext and /json correctly (also when
-pipelined), warms up, then runs every scenario --rounds times with the targets
-interleaved, their order reversed every other round (epoll nginx floor,
-floor nginx epoll, ...), so that drift on a shared box hits all alike. For each measured wrk run it records:
+One run starts every target (the models that are built and can run here,
+nginx with one worker, bench/floor), pins each to the server CPU and wrk to
+the client CPU, checks that each answers /plaintext and /json correctly (also
+when pipelined), warms up, then runs every scenario --rounds times with the
+targets interleaved, their order reversed every other round (epoll ... nginx
+floor, floor nginx ... epoll), so that drift on a shared box hits all alike.
+For each measured wrk run it records:
 
   req/s            from wrk's "Requests/sec:"
   server CPU/req   user+sys CPU time of the server's processes (all threads;
@@ -15,11 +17,13 @@ floor nginx epoll, ...), so that drift on a shared box hits all alike. For each 
                    shows whether the client was the bottleneck
 
 Medians over the valid rounds are printed with the min-max spread, followed
-by the two target checks:
+by the target checks (per model, see --cpu-target and --rps-target):
 
-  * without pipelining, server-epoll --threads 1 spends at most 0.9x nginx's
-    CPU time per request;
-  * with 16-deep pipelining, server-epoll serves at least 4x nginx's req/s.
+  * without pipelining, a model with --threads 1 spends at most its target
+    times nginx's CPU time per request (epoll and uring 0.9x, libuv 1.0x,
+    threadpool 1.3x; blocking is reported only);
+  * with 16-deep pipelining, a model serves at least its target times nginx's
+    req/s (epoll 4x, the other event-driven models 3x).
 
 A run with any wrk socket error or non-2xx/3xx response is INVALID: it is
 listed loudly, excluded from the medians, and makes the exit code 3.
@@ -814,17 +818,21 @@ def paired_ratios(runs: list[dict], endpoint: str, pipelined: bool, field: str,
                   target: str = "epoll") -> list[float]:
     """target/nginx ratio of field per round, over rounds where both runs are valid.
 
-    Within a round the nginx run follows the epoll run of the same scenario
-    directly, so each pair saw nearly the same machine."""
-    by_round: dict[int, dict[str, dict]] = {}
+    With --pairing adjacent (the default) every target has its own nginx run
+    right before or after it in each round, so each pair saw nearly the same
+    machine; with --pairing round the round's single nginx run is used."""
+    by_round: dict[int, dict] = {}
     for r in runs:
         if r["endpoint"] == endpoint and r["pipelined"] == pipelined and r["valid"]:
-            by_round.setdefault(r["round"], {})[r["target"]] = r
+            key = ("nginx", r["paired_with"]) if r.get("paired_with") else r["target"]
+            by_round.setdefault(r["round"], {})[key] = r
     out = []
     for rnd in sorted(by_round):
         p = by_round[rnd]
-        if target in p and "nginx" in p and p["nginx"].get(field) and p[target].get(field) is not None:
-            out.append(p[target][field] / p["nginx"][field])
+        # The nginx run measured next to this target (--pairing adjacent), else the round's.
+        ref = p.get(("nginx", target)) or p.get("nginx")
+        if target in p and ref and ref.get(field) and p[target].get(field) is not None:
+            out.append(p[target][field] / ref[field])
     return out
 
 
@@ -954,8 +962,9 @@ placement:
 
 table columns:
   req/s          median over the valid rounds [min-max]
-  x nginx        epoll / nginx, median of the per-round ratios (req/s, then
-                 CPU/req); the target checks use the same figures
+  x nginx        target / nginx, median of the per-round ratios (req/s, then
+                 CPU/req), each against the nginx run next to it (--pairing);
+                 the target checks use the same figures
   srv CPU us/req server user+sys CPU time / requests wrk completed
   srv util       server CPU time / run duration (~100%: server-bound)
   wrk us/req     wrk's own CPU time / requests; wrk util ~100%: client-bound
@@ -993,6 +1002,10 @@ examples:
     ap.add_argument("--duration", type=int, default=3, help="seconds per measured run (default: %(default)s)")
     ap.add_argument("--warmup", type=int, default=2,
                     help="seconds of the unmeasured warm-up run per target and scenario; 0 skips it (default: %(default)s)")
+    ap.add_argument("--pairing", choices=["adjacent", "round"], default="adjacent",
+                    help="adjacent: every target gets its own nginx run right next to it in each round and "
+                         "its ratio uses that run (drift between runs far apart cancels); round: one nginx run "
+                         "per round and scenario, shared by all targets (faster) (default: %(default)s)")
     ap.add_argument("--rounds", type=int, default=6,
                     help="measured runs per target and scenario; even rounds run the targets in reverse "
                          "order (default: %(default)s)")
@@ -1174,8 +1187,12 @@ def main(argv: list[str]) -> int:
 
         scenarios = [(ep, pl) for ep in args.endpoints for pl in (False, True)]
         pairs = sum(1 for ep, _ in scenarios for n in targets if n != "floor" or ep in FLOOR_ENDPOINTS)
-        total = pairs * (args.rounds * args.duration + args.warmup) \
-            + pairs * (args.rounds + (1 if args.warmup else 0)) * args.pause
+        per_round = pairs
+        if args.pairing == "adjacent" and "nginx" in targets and len(targets) > 1:
+            # one extra nginx run per other target and scenario
+            per_round = 2 * pairs - 2 * len(scenarios)
+        total = pairs * args.warmup + per_round * args.rounds * args.duration \
+            + (per_round * args.rounds + (pairs if args.warmup else 0)) * args.pause
         log(f"about {total / 60:.1f} min: {pairs} target-scenario pairs ({len(targets)} targets) x "
             f"{args.rounds} rounds of {args.duration}s, warm-up {args.warmup}s each")
 
@@ -1207,6 +1224,8 @@ def main(argv: list[str]) -> int:
                     r = one(t, ep, pl, args.warmup, "warm-up")
                     if r is not None:
                         warmups.append(r)
+        nginx = targets.get("nginx")
+        paired = args.pairing == "adjacent" and nginx is not None and len(targets) > 1
         for rnd in range(1, args.rounds + 1):
             # Even rounds run the targets in reverse order (A B, B A, ...):
             # a steady drift of the machine's speed then favours neither.
@@ -1214,11 +1233,26 @@ def main(argv: list[str]) -> int:
             if rnd % 2 == 0:
                 order.reverse()
             for ep, pl in scenarios:
+                if not paired:
+                    for t in order:
+                        r = one(t, ep, pl, args.duration, f"r{rnd}/{args.rounds}")
+                        if r is not None:
+                            r["round"] = rnd
+                            runs.append(r)
+                    continue
+                # Each target next to its own nginx run (target nginx, then
+                # nginx target in the next round): the ratio compares two runs
+                # seconds apart, not a minute apart.
                 for t in order:
-                    r = one(t, ep, pl, args.duration, f"r{rnd}/{args.rounds}")
-                    if r is not None:
-                        r["round"] = rnd
-                        runs.append(r)
+                    if t is nginx or t.dead or (t.name == "floor" and ep not in FLOOR_ENDPOINTS):
+                        continue
+                    for x in ((t, nginx) if rnd % 2 else (nginx, t)):
+                        r = one(x, ep, pl, args.duration, f"r{rnd}/{args.rounds}")
+                        if r is not None:
+                            r["round"] = rnd
+                            if x is nginx:
+                                r["paired_with"] = t.name
+                            runs.append(r)
     except KeyboardInterrupt:
         log("\ninterrupted; stopping servers")
         code = EXIT_INTERRUPTED
