@@ -57,11 +57,12 @@ int main(int argc, char** argv) {
     std::signal(SIGPIPE, SIG_IGN);
 
     try {
+        // Probe first: an unreachable target gets one clear line, nothing else.
+        const Endpoint endpoint = resolve_and_probe(config);
         if (!config.quiet) {
             fmt::print(text, "{}", describe_run(config));
             std::fflush(text);
         }
-        const Endpoint endpoint = resolve_and_probe(config);
         const Outcome outcome = run_load(config, endpoint, g_stop);
         if (!config.quiet) fmt::print(text, "{}", text_report(config, outcome));
         if (outcome.ended == Ended::server_gone)

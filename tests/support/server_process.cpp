@@ -208,6 +208,53 @@ RunResult run_to_exit(const std::string& binary, const std::vector<std::string>&
     return r;
 }
 
+BackgroundProcess::BackgroundProcess(const std::string& binary,
+                                     const std::vector<std::string>& args)
+    : command_line_(join_command(binary, args)) {
+    try {
+        stdout_fd_ = make_memfd("sm-bg-stdout");
+        stderr_fd_ = make_memfd("sm-bg-stderr");
+        pid_ = spawn(binary, args, stdout_fd_, stderr_fd_).pid;
+    } catch (...) {
+        if (stdout_fd_ >= 0) ::close(stdout_fd_);
+        if (stderr_fd_ >= 0) ::close(stderr_fd_);
+        throw;
+    }
+}
+
+BackgroundProcess::~BackgroundProcess() {
+    if (pid_ > 0 && !status_) status_ = kill_and_wait(pid_);
+    ::close(stdout_fd_);
+    ::close(stderr_fd_);
+}
+
+void BackgroundProcess::signal(int sig) const {
+    if (status_)
+        throw std::runtime_error("cannot signal " + command_line_ + ": it has already exited");
+    if (::kill(pid_, sig) != 0) throw std::runtime_error(errno_text("kill", errno));
+}
+
+RunResult BackgroundProcess::wait(std::chrono::milliseconds timeout) {
+    if (!status_) {
+        status_ = wait_pid(pid_, timeout);
+        if (!status_) status_ = kill_and_wait(pid_);
+    }
+    return RunResult{*status_, stdout_text(), stderr_text()};
+}
+
+bool BackgroundProcess::running() {
+    if (!status_) status_ = wait_pid(pid_, 0ms);
+    return !status_.has_value();
+}
+
+std::string BackgroundProcess::stdout_text() const {
+    return read_memfd(stdout_fd_);
+}
+
+std::string BackgroundProcess::stderr_text() const {
+    return read_memfd(stderr_fd_);
+}
+
 ServerProcess::ServerProcess(const std::string& binary, const std::vector<std::string>& args,
                              std::chrono::milliseconds ready_timeout)
     : command_line_(join_command(binary, args)) {

@@ -1,7 +1,9 @@
 // A server binary run as a child process: started with arguments, ready once
 // it prints its "listening on http://HOST:PORT ..." line, stopped with a signal
 // and reaped. Every wait is bounded; the destructor kills and reaps a server
-// that is still running, so a failing test never leaves one behind.
+// that is still running, so a failing test never leaves one behind. Also any
+// command run to completion (run_to_exit) or in the background
+// (BackgroundProcess: signalled and collected, e.g. a load generator).
 #pragma once
 
 #include <sys/types.h>
@@ -43,6 +45,42 @@ struct RunResult {
 // and how it ended; killed (status.timed_out) if it runs longer than `timeout`.
 RunResult run_to_exit(const std::string& binary, const std::vector<std::string>& args,
                       std::chrono::milliseconds timeout = 10s);
+
+// A command run in the background (a load generator, say) while the test does
+// other things: stdin on /dev/null, stdout and stderr kept in memory (so the
+// child never blocks writing), signalled at will and collected with a bounded
+// wait. The destructor kills and reaps a command that is still running.
+class BackgroundProcess {
+  public:
+    // Starts `binary args...`; throws std::runtime_error if it cannot be run.
+    BackgroundProcess(const std::string& binary, const std::vector<std::string>& args);
+    ~BackgroundProcess();
+    BackgroundProcess(const BackgroundProcess&) = delete;
+    BackgroundProcess& operator=(const BackgroundProcess&) = delete;
+
+    [[nodiscard]] pid_t pid() const noexcept { return pid_; }
+    // "loadgen -d 10s ..." for messages.
+    [[nodiscard]] const std::string& command_line() const noexcept { return command_line_; }
+
+    // Sends `sig`; throws if the process is already reaped.
+    void signal(int sig) const;
+    // Waits up to `timeout` for the process to end; if it is still running
+    // then it is killed with SIGKILL (status.timed_out). Returns how it ended
+    // and everything it printed; once reaped, the same status again.
+    RunResult wait(std::chrono::milliseconds timeout);
+    [[nodiscard]] bool running();
+
+    // What the command printed so far.
+    [[nodiscard]] std::string stdout_text() const;
+    [[nodiscard]] std::string stderr_text() const;
+
+  private:
+    pid_t pid_ = -1;
+    std::optional<ExitStatus> status_;  // set once reaped
+    int stdout_fd_ = -1;                // memfds holding the child's output
+    int stderr_fd_ = -1;
+    std::string command_line_;
+};
 
 class ServerProcess {
   public:

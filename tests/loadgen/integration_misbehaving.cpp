@@ -1,0 +1,206 @@
+// loadgen against servers that misbehave on purpose (MisbehavingServer, run
+// in a thread of this process): every fault is counted in its class, no run
+// hangs, and responses that are merely unusual (chunked, Connection: close,
+// HTTP/1.0, interim 100) are counted as responses, not errors.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "integration_support.hpp"
+
+using namespace sm::test;
+using namespace sm::test::loadgen;
+
+namespace {
+
+using Reply = MisbehavingServer::Reply;
+using Behavior = MisbehavingServer::Behavior;
+
+constexpr std::uint64_t kConnections = 4;
+
+// One second of closed-loop load on 4 connections of one thread.
+Run load(const MisbehavingServer& server, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {"-t1", "-c4", "-d", "1s"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    args.push_back(server.url("/plaintext"));
+    return run_loadgen(args, 20s);
+}
+
+std::uint64_t errors(const Report& r, std::string_view c) {
+    return r.count("/errors/" + std::string(c));
+}
+
+const std::string kOk =
+    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 13\r\n\r\nHello, World!";
+
+}  // namespace
+
+TEST_CASE("misbehaving server that closes every connection at once", "[loadgen][misbehaving]") {
+    MisbehavingServer server(Behavior{.close_on_accept = true, .reply = {}});
+    const Run run = load(server);
+    INFO(run.describe() << "server accepted " << server.accepted());
+    // The connects succeed, so the server is not gone: the run completes.
+    CHECK(run.exited_with(0));
+    const Report& r = run.json();
+    check_schema(r);
+    CHECK(r.string("/ended") == "completed");
+    CHECK(r.count("/requests") == 0);
+    // Each loss counted (the close shows as a read or a write failure) and
+    // the connection replaced.
+    CHECK(errors(r, "read") + errors(r, "write") > 0);
+    CHECK(r.count("/connections/opened") > kConnections);
+    CHECK(errors(r, "malformed") == 0);
+    CHECK(errors(r, "timeout") == 0);
+    CHECK(server.accepted() > kConnections);
+}
+
+TEST_CASE("misbehaving server that never answers: timeouts replace connections",
+          "[loadgen][misbehaving]") {
+    MisbehavingServer server(Behavior{});
+    const Run run = load(server, {"--timeout", "200ms"});
+    INFO(run.describe() << "server accepted " << server.accepted() << ", requests "
+                        << server.requests());
+    CHECK(run.exited_with(0));
+    const Report& r = run.json();
+    check_schema(r);
+    CHECK(r.number("/config/timeout_s") == Approx(0.2));
+    CHECK(r.count("/requests") == 0);
+    CHECK(errors(r, "timeout") > 0);
+    CHECK(r.has("/error_messages/timeout"));
+    CHECK(r.count("/connections/opened") > kConnections);
+    CHECK(errors(r, "malformed") == 0);
+    CHECK(server.accepted() > kConnections);
+    // wrk's line, for scripts written for wrk.
+    CHECK(has_line_starting(run.result.out, "Socket errors:"));
+    CHECK(has_line_starting(run.result.out, "Requests/sec:"));
+}
+
+TEST_CASE("misbehaving server that answers garbage: malformed", "[loadgen][misbehaving]") {
+    MisbehavingServer server(Behavior{
+        .reply = [](std::size_t) { return Reply{{"xyzzy this is not HTTP at all\r\n\r\n"}}; }});
+    const Run run = load(server);
+    INFO(run.describe() << "server accepted " << server.accepted());
+    CHECK(run.exited_with(0));
+    const Report& r = run.json();
+    check_schema(r);
+    CHECK(r.count("/requests") == 0);
+    CHECK(errors(r, "malformed") > 0);
+    REQUIRE(r.has("/error_messages/malformed"));
+    CHECK_FALSE(r.string("/error_messages/malformed").empty());
+    for (const auto c : kStatusClasses)
+        CHECK(r.count("/status/" + std::string(c)) == 0);
+    // The connection is replaced after garbage.
+    CHECK(r.count("/connections/opened") > kConnections);
+}
+
+TEST_CASE("misbehaving server that answers 500: non_2xx and 5xx", "[loadgen][misbehaving]") {
+    MisbehavingServer server(Behavior{.reply = [](std::size_t) {
+        return Reply{{"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 5\r\n\r\noops!"}};
+    }});
+    const Run run = load(server);
+    INFO(run.describe());
+    CHECK(run.exited_with(0));
+    const Report& r = run.json();
+    check_schema(r);
+    CHECK(r.count("/requests") > 0);
+    CHECK(r.count("/status/5xx") == r.count("/requests"));
+    CHECK(errors(r, "non_2xx") == r.count("/requests"));
+    for (const char* c : {"connect", "read", "write", "timeout", "malformed", "body"})
+        CHECK(errors(r, c) == 0);
+    CHECK(r.count("/connections/reconnects") == 0);
+    CHECK(r.count("/connections/opened") == kConnections);
+    CHECK(has_line_starting(run.result.out, "Non-2xx or 3xx responses:"));
+}
+
+TEST_CASE("misbehaving server that closes in the middle of a response: read errors",
+          "[loadgen][misbehaving]") {
+    // Three whole responses per connection, then half of the fourth and a close.
+    MisbehavingServer server(Behavior{.reply = [](std::size_t n) {
+        if (n < 3) return Reply{{kOk}};
+        return Reply{{"HTTP/1.1 200 OK\r\nContent-Length: 13\r\n\r\nHello"}, true};
+    }});
+    const Run run = load(server);
+    INFO(run.describe() << "server accepted " << server.accepted());
+    CHECK(run.exited_with(0));
+    const Report& r = run.json();
+    check_schema(r);
+    CHECK(r.count("/requests") > 0);
+    CHECK(r.count("/status/2xx") == r.count("/requests"));
+    CHECK(errors(r, "read") > 0);
+    CHECK(r.has("/error_messages/read"));
+    // The close is seen at once: not a timeout, not a malformed response.
+    CHECK(errors(r, "timeout") == 0);
+    CHECK(errors(r, "malformed") == 0);
+    CHECK(r.count("/connections/opened") > kConnections);
+}
+
+TEST_CASE("misbehaving server: chunked responses are framed", "[loadgen][misbehaving]") {
+    struct Case {
+        const char* what;
+        std::vector<std::string> pieces;
+    };
+    const std::string head =
+        "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n";
+    const auto c = GENERATE_COPY(
+        Case{"one write", {head + "5\r\nHello\r\n8\r\n, World!\r\n0\r\n\r\n"}},
+        Case{"split inside the head, a size line and a CRLF",
+             {"HTTP/1.1 200 OK\r\nTransfer-Enc", "oding: chunked\r\n\r\n5\r", "\nHello\r",
+              "\n8\r\n, World!\r\n0\r\n", "\r\n"}},
+        Case{"chunk extension and a trailer",
+             {head + "d;name=value\r\nHello, World!\r\n0\r\nX-Trailer: yes\r\n\r\n"}});
+    MisbehavingServer server(Behavior{.reply = [&c](std::size_t) { return Reply{c.pieces}; }});
+    const Run run = load(server, {"--expect-body", "Hello, World!"});
+    INFO(c.what << "\n" << run.describe());
+    CHECK(run.exited_with(0));
+    const Report& r = run.json();
+    check_schema(r);
+    CHECK(r.count("/requests") > 0);
+    CHECK(r.count("/status/2xx") == r.count("/requests"));
+    CHECK(run.total_errors() == 0);
+    CHECK(r.count("/connections/reconnects") == 0);
+    CHECK(r.count("/connections/opened") == kConnections);
+}
+
+TEST_CASE("misbehaving server that closes after each response: reconnects, not errors",
+          "[loadgen][misbehaving]") {
+    struct Case {
+        const char* what;
+        std::string response;
+    };
+    const auto c = GENERATE(
+        Case{"Connection: close",
+             "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 13\r\n\r\nHello, World!"},
+        Case{"HTTP/1.0 without keep-alive",
+             "HTTP/1.0 200 OK\r\nContent-Length: 13\r\n\r\nHello, World!"},
+        Case{"body delimited by the close",
+             "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nHello, World!"});
+    MisbehavingServer server(Behavior{.reply = [&c](std::size_t) {
+        return Reply{{c.response}, true};
+    }});
+    const Run run = load(server, {"--expect-body", "Hello, World!"});
+    INFO(c.what << "\n" << run.describe() << "server accepted " << server.accepted());
+    CHECK(run.exited_with(0));
+    const Report& r = run.json();
+    check_schema(r);
+    CHECK(r.count("/requests") > 0);
+    CHECK(r.count("/status/2xx") == r.count("/requests"));
+    CHECK(run.total_errors() == 0);
+    CHECK(r.count("/connections/reconnects") > 0);
+    CHECK(r.count("/connections/opened") > kConnections);
+}
+
+TEST_CASE("misbehaving server: an interim 100 response is skipped", "[loadgen][misbehaving]") {
+    MisbehavingServer server(Behavior{
+        .reply = [](std::size_t) { return Reply{{"HTTP/1.1 100 Continue\r\n\r\n" + kOk}}; }});
+    const Run run = load(server, {"--expect-body", "Hello, World!"});
+    INFO(run.describe());
+    CHECK(run.exited_with(0));
+    const Report& r = run.json();
+    check_schema(r);
+    CHECK(r.count("/requests") > 0);
+    // One final response per request: the 100 is not a request of its own.
+    CHECK(r.count("/status/2xx") == r.count("/requests"));
+    CHECK(run.total_errors() == 0);
+    CHECK(r.count("/connections/reconnects") == 0);
+}
