@@ -87,7 +87,8 @@ TEST_CASE("epoll closed loop 1s run is clean and fully reported", "[loadgen][epo
     CHECK(r.is_null("/config/expect"));
     CHECK(r.is_null("/message"));
     bool url_in_command = false;
-    for (const simdjson::dom::element a : r.at("/command").get_array().value())
+    const simdjson::dom::array command = r.at("/command").get_array().value();
+    for (const simdjson::dom::element a : command)
         url_in_command = url_in_command || a.get_string().value() == url;
     CHECK(url_in_command);
 

@@ -474,8 +474,8 @@ void check_schema(const Report& r) {
     check_key(r, "/errors", Kind::object);
     const bool has_messages = check_key(r, "/error_messages", Kind::object);
     if (has_messages) {
-        for (const simdjson::dom::key_value_pair field :
-             r.at("/error_messages").get_object().value()) {
+        const simdjson::dom::object messages = r.at("/error_messages").get_object().value();
+        for (const simdjson::dom::key_value_pair field : messages) {
             const std::string_view name = field.key;
             bool known = false;
             for (const auto c : kErrorClasses)
