@@ -95,6 +95,15 @@ std::chrono::nanoseconds parse_duration(std::string_view text) {
     return std::chrono::nanoseconds(std::llround(value * scale));
 }
 
+std::string_view engine_name(Engine engine) noexcept {
+    switch (engine) {
+        case Engine::automatic: return "auto";
+        case Engine::epoll: return "epoll";
+        case Engine::uring: return "uring";
+    }
+    return "?";
+}
+
 ParsedConfig parse_config(int argc, const char* const* argv) {
     Config c;
     for (int i = 0; i < argc; ++i)
@@ -107,12 +116,12 @@ ParsedConfig parse_config(int argc, const char* const* argv) {
     app.get_formatter()->column_width(30);
     app.set_version_flag("--version", "loadgen (servermodels " SM_VERSION ")");
 
-    std::string url, duration = "10s", warmup = "0s", timeout = "2s", cpus;
+    std::string url, duration = "10s", warmup = "0s", timeout = "2s", cpus, engine = "auto";
     app.add_option("url", url, "Target: http://HOST[:PORT][/PATH]")->required();
     app.add_option("-c,--connections", c.connections, "Connections to keep open, over all threads")
         ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20))
         ->capture_default_str();
-    app.add_option("-t,--threads", c.threads, "Threads, each with its own epoll loop")
+    app.add_option("-t,--threads", c.threads, "Threads, each with its own event loop")
         ->check(CLI::Range(1u, 1024u))
         ->capture_default_str();
     app.add_option("-d,--duration", duration, "Measured duration (10s, 500ms, 2m)")
@@ -142,6 +151,11 @@ ParsedConfig parse_config(int argc, const char* const* argv) {
     app.add_option("--json", c.json_path, "Write the results as JSON to FILE ('-': stdout)");
     app.add_option("--cpus", cpus, "Pin thread i to the i-th CPU of this list (e.g. 1 or 2-3)");
     app.add_flag("-q,--quiet", c.quiet, "No text summary (errors still go to stderr)");
+    app.add_option("--engine", engine,
+                   "I/O engine: epoll, uring (io_uring), or auto (uring when io_uring works "
+                   "here, else epoll)")
+        ->check(CLI::IsMember({"auto", "epoll", "uring"}))
+        ->capture_default_str();
 
     try {
         app.parse(argc, argv);
@@ -165,6 +179,9 @@ ParsedConfig parse_config(int argc, const char* const* argv) {
     } catch (const std::invalid_argument& e) {
         return error(e.what());
     }
+    c.engine = engine == "epoll"   ? Engine::epoll
+               : engine == "uring" ? Engine::uring
+                                   : Engine::automatic;
     if (c.duration.count() == 0) return error("--duration must be more than 0");
     if (c.timeout < std::chrono::milliseconds(1)) return error("--timeout must be at least 1ms");
     if (c.connections < c.threads)

@@ -25,6 +25,16 @@ Target parse_url(std::string_view url);
 // "10", "10s", "1.5s", "500ms", "2m", "1h"; throws std::invalid_argument.
 std::chrono::nanoseconds parse_duration(std::string_view text);
 
+// How the load threads do their I/O (--engine).
+enum class Engine : std::uint8_t {
+    automatic,  // uring when the start-up probe of io_uring works here, else epoll
+    epoll,      // one epoll loop per thread, a read() and a send() per batch
+    uring,      // one io_uring per thread: multishot recv, one io_uring_enter per loop
+};
+
+// "auto", "epoll", "uring".
+std::string_view engine_name(Engine engine) noexcept;
+
 struct Config {
     Target target;
     std::size_t connections = 10;
@@ -39,9 +49,10 @@ struct Config {
     std::string body;
     std::optional<std::string> expect_body;
     std::optional<std::string> expect_json;
-    std::string json_path;          // "-": stdout
-    std::vector<int> cpus;          // pin thread i to cpus[i % size]
-    bool quiet = false;             // no progress or text summary, only errors (and --json)
+    std::string json_path;  // "-": stdout
+    std::vector<int> cpus;  // pin thread i to cpus[i % size]
+    bool quiet = false;     // no progress or text summary, only errors (and --json)
+    Engine engine = Engine::automatic;
     std::vector<std::string> argv;  // the command line, for the JSON record
 
     [[nodiscard]] bool open_loop() const noexcept { return rate > 0; }

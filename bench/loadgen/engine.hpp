@@ -1,6 +1,8 @@
-// The load engine: one epoll loop per thread, each with its own connections,
-// requests rendered once, responses framed by ResponseFramer, latency recorded
-// into per-thread histograms merged at the end.
+// The load engine: one event loop per thread (epoll, or io_uring with
+// --engine uring), each with its own connections, requests rendered once,
+// responses framed by ResponseFramer, latency recorded into per-thread
+// histograms merged at the end. worker.hpp holds the logic both engines
+// share; engine.cpp the epoll loop, engine_uring.cpp the io_uring one.
 #pragma once
 
 #include <sys/socket.h>
@@ -67,7 +69,14 @@ struct Endpoint {
 // timeout; throws std::runtime_error("cannot connect to ...: reason").
 Endpoint resolve_and_probe(const Config& config);
 
-// Runs the load; `stop` set to true by a signal handler ends it early.
+// The engine to run with: `requested` itself, or for Engine::automatic uring
+// when a start-up probe of io_uring works here, else epoll (silently).
+// Throws std::runtime_error saying why when uring was asked for explicitly
+// and cannot run.
+Engine choose_engine(Engine requested);
+
+// Runs the load with config.engine (choose_engine() first, for automatic);
+// `stop` set to true by a signal handler ends it early.
 Outcome run_load(const Config& config, const Endpoint& endpoint, const std::atomic<bool>& stop);
 
 }  // namespace sm::loadgen

@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
     using namespace sm::loadgen;
     auto parsed = parse_config(argc, argv);
     if (!parsed.config) return parsed.exit_code;
-    const Config& config = *parsed.config;
+    Config& config = *parsed.config;
     if (config.expect_json) {
         simdjson::dom::parser parser;
         if (auto err = parser.parse(simdjson::padded_string(*config.expect_json)).error()) {
@@ -57,6 +57,9 @@ int main(int argc, char** argv) {
     std::signal(SIGPIPE, SIG_IGN);
 
     try {
+        // --engine auto settles on an engine here (silently); --engine uring
+        // where io_uring cannot run ends here, saying why.
+        config.engine = choose_engine(config.engine);
         // Probe first: an unreachable target gets one clear line, nothing else.
         const Endpoint endpoint = resolve_and_probe(config);
         if (!config.quiet) {

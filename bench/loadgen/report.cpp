@@ -166,6 +166,7 @@ std::string json_report(const Config& c, const Outcome& o) {
     cfg["pipeline"] = c.pipeline;
     cfg["rate"] = c.open_loop() ? nlohmann::json(c.rate) : nlohmann::json(nullptr);
     cfg["timeout_s"] = seconds(c.timeout);
+    cfg["engine"] = engine_name(c.engine);  // the one used: "epoll" or "uring"
     cfg["method"] = c.method;
     cfg["headers"] = c.headers;
     cfg["body_bytes"] = c.body.size();

@@ -124,9 +124,10 @@ TEST_CASE("endings help exits 0 and lists the options", "[loadgen][endings]") {
                     << r.out << "--- stderr ---\n"
                     << r.err);
     CHECK(r.status.clean());
-    for (const char* option : {"--connections", "--threads", "--duration", "--warmup", "--pipeline",
-                               "--rate", "--timeout", "--header", "--method", "--body",
-                               "--expect-body", "--expect-json", "--json", "--cpus", "--quiet"}) {
+    for (const char* option :
+         {"--connections", "--threads", "--duration", "--warmup", "--pipeline", "--rate",
+          "--timeout", "--header", "--method", "--body", "--expect-body", "--expect-json", "--json",
+          "--cpus", "--quiet", "--engine"}) {
         INFO("option " << option);
         CHECK_THAT(r.out, Catch::Matchers::Contains(option));
     }

@@ -253,8 +253,8 @@ TEST_CASE("epoll HEAD responses are framed without bodies", "[loadgen][epoll]") 
 
 TEST_CASE("epoll --json - writes JSON to stdout and the summary to stderr", "[loadgen][epoll]") {
     auto server = start_epoll();
-    const std::vector<std::string> args = {
-        "-t1", "-c2", "-d", "300ms", "--json", "-", url_of(*server, "/plaintext")};
+    const std::vector<std::string> args =
+        with_engine({"-t1", "-c2", "-d", "300ms", "--json", "-", url_of(*server, "/plaintext")});
     const RunResult run = run_to_exit(loadgen_binary(), args, 20s);
     INFO("status: " << run.status.describe() << "\n--- stdout ---\n"
                     << run.out << "--- stderr ---\n"

@@ -238,6 +238,27 @@ const std::string& server_epoll_binary() {
     return path;
 }
 
+const std::string& loadgen_engine() {
+    static const std::string engine = [] {
+        const char* value = std::getenv("SM_LOADGEN_ENGINE");
+        std::string e = value != nullptr ? value : "";
+        if (!e.empty() && e != "epoll" && e != "uring" && e != "auto")
+            throw std::runtime_error("SM_LOADGEN_ENGINE=" + e + ": expected epoll, uring or auto");
+        return e;
+    }();
+    return engine;
+}
+
+std::string deny_io_uring_launcher() {
+    const char* value = std::getenv("SM_DENY_IO_URING");
+    if (value != nullptr && *value != '\0') return value;
+#ifdef SM_DENY_IO_URING_BINARY
+    return SM_DENY_IO_URING_BINARY;
+#else
+    return {};
+#endif
+}
+
 std::unique_ptr<ServerProcess> start_epoll(const std::string& address) {
     return std::make_unique<ServerProcess>(
         server_epoll_binary(),
@@ -360,16 +381,39 @@ std::string Run::describe() const {
     return s;
 }
 
+std::vector<std::string> with_engine(const std::vector<std::string>& args) {
+    std::vector<std::string> full;
+    if (!loadgen_engine().empty()) full = {"--engine", loadgen_engine()};
+    full.insert(full.end(), args.begin(), args.end());
+    return full;
+}
+
 Run run_loadgen(const std::vector<std::string>& args, std::chrono::milliseconds timeout) {
     const TempFile json;
     std::vector<std::string> full = {"--json", json.path()};
+    if (!loadgen_engine().empty()) full.insert(full.end(), {"--engine", loadgen_engine()});
     full.insert(full.end(), args.begin(), args.end());
     RunResult result = run_to_exit(loadgen_binary(), full, timeout);
     return collect(join(loadgen_binary(), full), std::move(result), json);
 }
 
+Run run_loadgen_under(const std::string& launcher, const std::vector<std::string>& args,
+                      std::chrono::milliseconds timeout) {
+    const TempFile json;
+    std::vector<std::string> full = {"--json", json.path()};
+    full.insert(full.end(), args.begin(), args.end());
+    if (launcher.empty()) {
+        RunResult result = run_to_exit(loadgen_binary(), full, timeout);
+        return collect(join(loadgen_binary(), full), std::move(result), json);
+    }
+    full.insert(full.begin(), loadgen_binary());
+    RunResult result = run_to_exit(launcher, full, timeout);
+    return collect(join(launcher, full), std::move(result), json);
+}
+
 BackgroundLoadgen::BackgroundLoadgen(const std::vector<std::string>& args) {
     std::vector<std::string> full = {"--json", json_.path()};
+    if (!loadgen_engine().empty()) full.insert(full.end(), {"--engine", loadgen_engine()});
     full.insert(full.end(), args.begin(), args.end());
     command_ = join(loadgen_binary(), full);
     process_ = std::make_unique<BackgroundProcess>(loadgen_binary(), full);
@@ -401,6 +445,25 @@ void check_schema(const Report& r) {
         check_key(r, std::string("/config/") + k, Kind::number);
     check_key(r, "/config/rate", Kind::null_or_number);
     check_key(r, "/config/method", Kind::string);
+    if (check_key(r, "/config/engine", Kind::string)) {
+        // The engine used, never "auto"; the one the command asked for, if it did.
+        const std::string engine = r.string("/config/engine");
+        std::string asked;
+        if (r.has("/command") && matches(r.at("/command"), Kind::array)) {
+            bool next = false;
+            const simdjson::dom::array command = r.at("/command").get_array().value();
+            for (const simdjson::dom::element e : command) {
+                std::string_view arg;
+                if (e.get_string().get(arg)) continue;
+                if (next) asked = std::string(arg);
+                next = arg == "--engine";
+                if (arg.starts_with("--engine=")) asked = std::string(arg.substr(9));
+            }
+        }
+        INFO("config.engine is \"" << engine << "\", the command asked for \"" << asked << "\"");
+        CHECK((engine == "epoll" || engine == "uring"));
+        if (asked == "epoll" || asked == "uring") CHECK(engine == asked);
+    }
     if (check_key(r, "/config/headers", Kind::array)) {
         const simdjson::dom::array headers = r.at("/config/headers").get_array().value();
         for (std::size_t i = 0; i < headers.size(); ++i)

@@ -30,6 +30,19 @@ using namespace std::chrono_literals;
 const std::string& loadgen_binary();
 const std::string& server_epoll_binary();
 
+// The engine the suite runs loadgen with: $SM_LOADGEN_ENGINE ("epoll" or
+// "uring"; ctest registers the suite once per engine), passed as --engine by
+// run_loadgen() and BackgroundLoadgen. "" (unset): loadgen's default.
+const std::string& loadgen_engine();
+
+// `args` with `--engine loadgen_engine()` in front (when the suite has one):
+// for tests that run the binary themselves.
+std::vector<std::string> with_engine(const std::vector<std::string>& args);
+
+// The launcher that denies io_uring (tests/conformance/deny_io_uring.cpp):
+// $SM_DENY_IO_URING, else the path CMake compiled in; "" if neither.
+std::string deny_io_uring_launcher();
+
 // server-epoll on 127.0.0.1 (or `address`), a free port, one thread.
 std::unique_ptr<ServerProcess> start_epoll(const std::string& address = "127.0.0.1");
 
@@ -99,8 +112,14 @@ struct Run {
     [[nodiscard]] std::string describe() const;
 };
 
-// Runs `loadgen --json FILE args...` to completion, killed after `timeout`.
+// Runs `loadgen --json FILE [--engine E] args...` to completion, killed after
+// `timeout` (E: loadgen_engine()).
 Run run_loadgen(const std::vector<std::string>& args, std::chrono::milliseconds timeout = 20s);
+
+// Runs `launcher loadgen --json FILE args...` (no --engine added) to
+// completion; without a launcher (""), loadgen itself.
+Run run_loadgen_under(const std::string& launcher, const std::vector<std::string>& args,
+                      std::chrono::milliseconds timeout = 20s);
 
 // loadgen --json FILE args... started in the background (to be interrupted,
 // or to outlive its server).

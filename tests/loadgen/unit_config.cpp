@@ -169,7 +169,25 @@ TEST_CASE("config defaults", "[config]") {
     CHECK(c.json_path.empty());
     CHECK(c.cpus.empty());
     CHECK_FALSE(c.quiet);
+    CHECK(c.engine == sm::loadgen::Engine::automatic);
     CHECK(c.argv == std::vector<std::string>{"loadgen", kUrl});
+}
+
+TEST_CASE("config --engine takes epoll, uring and auto", "[config]") {
+    using sm::loadgen::Engine;
+    using sm::loadgen::engine_name;
+    CHECK(parse_ok({"--engine", "epoll", kUrl}).engine == Engine::epoll);
+    CHECK(parse_ok({"--engine", "uring", kUrl}).engine == Engine::uring);
+    CHECK(parse_ok({"--engine=auto", kUrl}).engine == Engine::automatic);
+    CHECK(engine_name(Engine::epoll) == "epoll");
+    CHECK(engine_name(Engine::uring) == "uring");
+    CHECK(engine_name(Engine::automatic) == "auto");
+    for (const char* bad : {"kqueue", "", "URING", "io_uring"}) {
+        INFO("--engine '" << bad << "'");
+        const auto parsed = parse({"--engine", bad, kUrl});
+        CHECK(parsed.exit_code == 2);
+        CHECK_FALSE(parsed.config.has_value());
+    }
 }
 
 TEST_CASE("config takes every option, short and long", "[config]") {
