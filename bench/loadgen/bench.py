@@ -194,6 +194,8 @@ def client_cmd(args, client: str, sc: str, port: int, duration: int, json_path: 
             return cmd + ["-s", str(PIPELINE_LUA), url, "--", str(args.depth)]
         return cmd + [url]
     cmd = base + [str(args.loadgen_bin), "-t1", f"-c{conns}", f"-d{duration}s"]
+    if args.engine != "auto":
+        cmd += ["--engine", args.engine]
     if sc == "pipelined":
         cmd += ["--pipeline", str(args.depth)]
     return cmd + ["--json", str(json_path), url]
@@ -638,6 +640,8 @@ examples:
                     help="build directory (default: build/release in the repo)")
     ap.add_argument("--loadgen-bin", type=Path, default=None,
                     help="loadgen binary (default: BUILD_DIR/bench/loadgen/loadgen)")
+    ap.add_argument("--engine", choices=["auto", "epoll", "uring"], default="auto",
+                    help="loadgen's --engine (default: %(default)s, io_uring where it works)")
     ap.add_argument("--floor-bin", type=Path, default=None,
                     help="bench/floor binary (default: BUILD_DIR/bench/floor/floor)")
     ap.add_argument("--server-bin", type=Path, default=None,
