@@ -8,9 +8,22 @@
 #include <stdexcept>
 
 #include "support/http_date.hpp"
+#include "support/io_uring_check.hpp"
 #include "support/wait.hpp"
 
 namespace sm::test::conformance {
+namespace {
+
+// server-uring's run is skipped as a whole (exit 77, "skipped" in ctest)
+// where io_uring is refused, instead of failing every case.
+const bool uring_checked = [] {
+    const char* model = std::getenv("SM_MODEL");
+    if (model != nullptr && std::string(model) == "uring")
+        exit_skipped_unless_io_uring("conformance-uring");
+    return true;
+}();
+
+}  // namespace
 
 const Target& target() {
     static const Target t = [] {

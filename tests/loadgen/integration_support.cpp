@@ -19,6 +19,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "support/io_uring_check.hpp"
 #include "support/wait.hpp"
 
 namespace sm::test::loadgen {
@@ -237,6 +238,19 @@ const std::string& server_epoll_binary() {
     static const std::string path = binary_from("SM_SERVER_EPOLL_BINARY", SM_SERVER_EPOLL_BINARY);
     return path;
 }
+
+namespace {
+
+// The uring engine's run is skipped as a whole (exit 77, "skipped" in ctest)
+// where io_uring is refused, instead of failing every case.
+const bool uring_checked = [] {
+    const char* engine = std::getenv("SM_LOADGEN_ENGINE");
+    if (engine != nullptr && std::string(engine) == "uring")
+        exit_skipped_unless_io_uring("loadgen-uring");
+    return true;
+}();
+
+}  // namespace
 
 const std::string& loadgen_engine() {
     static const std::string engine = [] {
