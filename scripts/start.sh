@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 scripts/deps.sh
 cmake --preset release >/dev/null
-cmake --build --preset release --target server-epoll floor
+cmake --build --preset release --target server-epoll floor loadgen
 
 bin=build/release/servers/epoll/server-epoll
 port=8080
@@ -24,7 +24,8 @@ cat <<MSG
 server-epoll is starting in the foreground (Ctrl-C stops it). Try it from another shell:
   curl -i http://127.0.0.1:${port}/plaintext
   curl -i http://127.0.0.1:${port}/json
-  wrk -t1 -c64 -d10s http://127.0.0.1:${port}/plaintext
+  build/release/bench/loadgen/loadgen -t1 -c64 -d10s http://127.0.0.1:${port}/plaintext
+  build/release/bench/loadgen/loadgen -t1 -c256 -d10s --pipeline 16 http://127.0.0.1:${port}/plaintext
 Compare it with nginx on this machine (CPU per request, with and without pipelining):
   scripts/deps.sh bench && python3 bench/wrk/run.py
 All options: ${bin} --help
