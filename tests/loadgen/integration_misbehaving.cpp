@@ -2,9 +2,18 @@
 // in a thread of this process): every fault is counted in its class, no run
 // hangs, and responses that are merely unusual (chunked, Connection: close,
 // HTTP/1.0, interim 100) are counted as responses, not errors.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
+#include <atomic>
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "integration_support.hpp"
@@ -203,4 +212,84 @@ TEST_CASE("misbehaving server: an interim 100 response is skipped", "[loadgen][m
     CHECK(r.count("/status/2xx") == r.count("/requests"));
     CHECK(run.total_errors() == 0);
     CHECK(r.count("/connections/reconnects") == 0);
+}
+
+namespace {
+
+// Accepts, lets the client fill its socket (it reads nothing), then resets
+// the connection (SO_LINGER 0): the client is still writing when it dies.
+class ResettingServer {
+  public:
+    ResettingServer() {
+        listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        REQUIRE(listener_ >= 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        REQUIRE(::bind(listener_, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0);
+        REQUIRE(::listen(listener_, 64) == 0);
+        socklen_t len = sizeof a;
+        REQUIRE(::getsockname(listener_, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+        port_ = ntohs(a.sin_port);
+        thread_ = std::jthread([this](const std::stop_token& stop) { serve(stop); });
+    }
+    ~ResettingServer() {
+        thread_.request_stop();
+        thread_.join();
+        ::close(listener_);
+    }
+    ResettingServer(const ResettingServer&) = delete;
+    ResettingServer& operator=(const ResettingServer&) = delete;
+
+    [[nodiscard]] std::string url() const {
+        return "http://127.0.0.1:" + std::to_string(port_) + "/";
+    }
+    [[nodiscard]] std::size_t resets() const noexcept { return resets_.load(); }
+
+  private:
+    void serve(const std::stop_token& stop) {
+        const auto deadline = std::chrono::steady_clock::now() + 60s;
+        while (!stop.stop_requested() && std::chrono::steady_clock::now() < deadline) {
+            pollfd p{listener_, POLLIN, 0};
+            if (::poll(&p, 1, 50) != 1) continue;
+            const int fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
+            if (fd < 0) continue;
+            // Wait for the first bytes, then long enough for the client's
+            // writes to back up; never read.
+            pollfd c{fd, POLLIN, 0};
+            ::poll(&c, 1, 2000);
+            std::this_thread::sleep_for(200ms);
+            const linger l{1, 0};
+            ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+            ::close(fd);  // unread data and linger 0: a reset
+            ++resets_;
+        }
+    }
+
+    int listener_ = -1;
+    std::uint16_t port_ = 0;
+    std::atomic<std::size_t> resets_{0};
+    std::jthread thread_;
+};
+
+}  // namespace
+
+TEST_CASE("misbehaving server that resets while the client writes: write errors",
+          "[loadgen][misbehaving]") {
+    ResettingServer server;
+    // 256 pipelined POSTs of 120 KiB each (30 MiB, far more than socket
+    // buffers grow to: 4 MiB by default) while the server reads nothing: a
+    // write is pending when the reset comes.
+    const Run run = run_loadgen({"-t1", "-c1", "-d", "1s", "--pipeline", "256", "-m", "POST",
+                                 "--body", std::string(120 * 1024, 'x'), server.url()},
+                                20s);
+    INFO("loadgen exit: " << run.result.status.describe() << "; server resets " << server.resets());
+    CHECK(run.exited_with(0));
+    const Report& r = run.json();
+    check_schema(r);
+    CHECK(r.count("/requests") == 0);
+    INFO("read errors " << errors(r, "read") << ", connect errors " << errors(r, "connect"));
+    CHECK(errors(r, "write") > 0);
+    CHECK(r.has("/error_messages/write"));
+    CHECK(server.resets() > 0);
 }
