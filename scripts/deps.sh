@@ -8,7 +8,7 @@ set -euo pipefail
 
 build=(g++ clang-14 libclang-rt-14-dev cmake ninja-build pkg-config make
        node-llhttp libuv1-dev liburing-dev libsimdjson-dev nlohmann-json3-dev
-       libcli11-dev libfmt-dev catch2 procps iproute2 python3)
+       libcli11-dev libfmt-dev catch2 procps iproute2 python3 python3-jsonschema)
 bench=(wrk nginx-light h2o util-linux)
 
 want=("${build[@]}")

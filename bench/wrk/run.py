@@ -62,7 +62,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parent.parent
 PIPELINE_LUA = HERE / "pipeline.lua"
-NGINX_TEMPLATE = HERE / "nginx.conf.in"
+NGINX_TEMPLATE = REPO_ROOT / "bench" / "peers" / "nginx.conf.in"
 
 ENDPOINTS = {
     # name: (path, expected body, expected content-type prefix)
@@ -528,7 +528,9 @@ class NginxTarget(Target):
         last_err = ""
         for _attempt in range(3):
             self.port = free_port()
-            conf = template.replace("@TMP@", str(self.dir)).replace("@PORT@", str(self.port))
+            conf = (template.replace("@TMP@", str(self.dir)).replace("@PORT@", str(self.port))
+                    .replace("@WORKERS@", "1").replace("@ADDRESS@", "127.0.0.1")
+                    .replace("@WORKER_CONNECTIONS@", "4096"))
             leftover = re.findall(r"@[A-Z_]+@", conf)
             if leftover:
                 raise SetupError(f"{NGINX_TEMPLATE}: unknown placeholders {sorted(set(leftover))}")

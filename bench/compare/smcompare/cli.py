@@ -1,0 +1,457 @@
+"""bench/compare: options, the plan, the run loop, the files."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import resource
+import shlex
+import signal
+import sys
+import time
+from pathlib import Path
+
+from . import envinfo, output, procs
+from .measure import Load, Scenario, run_once
+from .summary import compare, summarize
+from .targets import (ALL_TARGETS, MODELS, REPO_ROOT, ContenderTarget, H2oTarget, ModelTarget, NginxTarget,
+                      Placement, StartError, Target, parse_contender)
+from .util import Interrupted, SetupError, cpu_list, fmt_duration, log, parse_cpu_list
+
+EXIT_OK, EXIT_SETUP, EXIT_PROBLEMS, EXIT_INTERRUPTED = 0, 2, 3, 130
+TECHEMPOWER = {"plain": (16, 32, 64, 128, 256, 512), "pipelined": (256, 1024, 4096, 16384)}
+QUICK = {"rounds": 3, "duration": 1.0, "warmup": 0.5, "modes": "composed"}
+FULL = {"rounds": 5, "duration": 5.0, "warmup": 1.0, "modes": "composed,cached"}
+SCENARIO_NAMES = ("plaintext", "pipelined", "json")
+
+EPILOG = """\
+examples:
+  bench/compare/compare --quick                       # every model, composed mode, ~2 minutes here
+  bench/compare/compare                               # both modes, 5 rounds x 5 s
+  bench/compare/compare --targets epoll,uring,nginx --scenarios pipelined
+  bench/compare/compare --connections techempower     # TechEmpower's connection levels
+  bench/compare/compare --contender node='node hello.js {port}'
+  bench/compare/compare --server-prefix 'ip netns exec srv' --client-prefix 'ip netns exec cli' \\
+      --target-host 10.0.0.1
+  bench/compare/compare --from OLD/results.json --compare OLDER/results.json
+
+exit codes: 0 done; 2 setup or usage error; 3 invalid runs, or a requested
+target skipped or failed; 130 interrupted (what was measured is written).
+See bench/compare/README.md for what every column means.
+"""
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(
+        prog="bench/compare/compare", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
+        description="Start each server in turn, load it with loadgen, and report requests/s, latency, errors, "
+                    "the server's CPU time per request, memory and context switches side by side, with "
+                    "ratios to a baseline: a terminal table, results.json, results.csv and report.html.")
+    g = ap.add_argument_group("what to compare")
+    g.add_argument("--quick", action="store_true",
+                   help=f"quick comparison: --modes {QUICK['modes']}, {QUICK['rounds']} rounds of "
+                        f"{QUICK['duration']:g} s, {QUICK['warmup']:g} s warm-up (options given override)")
+    g.add_argument("--targets", help=f"comma list of {', '.join(ALL_TARGETS)} (default: every one available; "
+                                     "one named here that cannot run makes the exit code 3)")
+    g.add_argument("--contender", action="append", default=[], metavar="NAME='CMD {port}'",
+                   help="also compare this server: CMD (split like a shell would, not run by one) with {port} "
+                        "and {host} filled in; it must answer /plaintext and /json like the models; repeatable")
+    g.add_argument("--modes", help=f"response modes of the models (default: {FULL['modes']}; --quick: composed)")
+    g.add_argument("--scenarios", default=",".join(SCENARIO_NAMES),
+                   help="comma list of plaintext, pipelined (plaintext, --depth requests per write), json "
+                        "(default: %(default)s)")
+    g.add_argument("--connections", default="64",
+                   help="connection counts without pipelining, comma list, or 'techempower' for TechEmpower's "
+                        "levels (16-512, and 256-16384 pipelined) (default: %(default)s)")
+    g.add_argument("--pipeline-connections", default="256", help="connection counts with pipelining (default: %(default)s)")
+    g.add_argument("--depth", type=int, default=16, help="requests per write when pipelined (default: %(default)s)")
+    g.add_argument("--baseline", help="target the ratios are against (default: nginx, else the first model)")
+    t = ap.add_argument_group("timing")
+    t.add_argument("--rounds", type=int, help=f"measured runs per target and scenario (default: {FULL['rounds']}; "
+                                               f"--quick: {QUICK['rounds']})")
+    t.add_argument("--duration", type=float, help=f"seconds per measured run (default: {FULL['duration']:g}; "
+                                                   f"--quick: {QUICK['duration']:g})")
+    t.add_argument("--warmup", type=float, help=f"seconds of unmeasured load before each run (default: "
+                                                 f"{FULL['warmup']:g}; --quick: {QUICK['warmup']:g})")
+    t.add_argument("--pause", type=float, default=0.2, help="seconds between runs (default: %(default)s)")
+    p = ap.add_argument_group("placement")
+    p.add_argument("--server-cpus", help="CPU list for the servers, or 'none' (default: the first half of the CPUs "
+                                         "this process may use)")
+    p.add_argument("--client-cpus", help="CPU list for loadgen, or 'none' (default: the other half)")
+    p.add_argument("--server-threads", type=int, help="threads/workers per server (default: one per server CPU)")
+    p.add_argument("--client-threads", type=int, help="loadgen threads (default: one per client CPU)")
+    p.add_argument("--server-prefix", default="", metavar="'CMD'",
+                   help="prepended to every server command, e.g. 'ip netns exec srv' or 'ssh box'")
+    p.add_argument("--client-prefix", default="", metavar="'CMD'", help="prepended to every loadgen command")
+    p.add_argument("--target-host", default="127.0.0.1", help="address the load goes to (default: %(default)s)")
+    p.add_argument("--server-address", help="address servers listen on (default: the target host if it is "
+                                            "a loopback address, else all addresses)")
+    p.add_argument("--server-remote", action="store_true",
+                   help="the server runs on another machine: its CPU, memory and context switches are not "
+                        "measured (implied by a --server-prefix starting with ssh)")
+    b = ap.add_argument_group("binaries")
+    b.add_argument("--build-dir", type=Path, default=REPO_ROOT / "build" / "release",
+                   help="build directory with servers/, bench/floor, bench/loadgen (default: build/release)")
+    b.add_argument("--loadgen", type=Path, help="loadgen binary (default: BUILD_DIR/bench/loadgen/loadgen)")
+    b.add_argument("--engine", choices=("auto", "epoll", "uring"), default="auto",
+                   help="loadgen's I/O engine (default: %(default)s)")
+    b.add_argument("--nginx", default="nginx", help="nginx executable (default: %(default)s)")
+    b.add_argument("--h2o", default="h2o", help="h2o executable (default: %(default)s)")
+    o = ap.add_argument_group("output")
+    o.add_argument("--out", type=Path, help="directory for results.json, results.csv, report.html and logs/ "
+                                           "(default: bench/results/compare-DATE-TIME)")
+    o.add_argument("--compare", type=Path, metavar="OLD.json",
+                   help="show the change from an earlier results.json, flagging changes beyond both spreads")
+    o.add_argument("--from", dest="from_", type=Path, metavar="RESULTS.json",
+                   help="measure nothing: print and re-render an earlier results.json (into --out if given)")
+    a = ap.parse_args(argv)
+    try:
+        _resolve(a)
+    except ValueError as e:
+        ap.error(str(e))
+    return a
+
+
+def _levels(text: str, what: str) -> tuple[int, ...]:
+    try:
+        vals = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise ValueError(f"{what} {text!r}: expected numbers like 64 or 16,64,256") from None
+    if not vals or min(vals) < 1 or len(set(vals)) != len(vals):
+        raise ValueError(f"{what} {text!r}: counts must be >= 1, without repeats")
+    return vals
+
+
+def _resolve(a: argparse.Namespace) -> None:
+    if a.from_:
+        return
+    preset = QUICK if a.quick else FULL
+    for k in ("rounds", "duration", "warmup", "modes"):
+        if getattr(a, k) is None:
+            setattr(a, k, preset[k])
+    if a.rounds < 1 or a.duration <= 0 or a.warmup < 0 or a.pause < 0 or a.depth < 2:
+        raise ValueError("--rounds >= 1, --duration > 0, --warmup >= 0, --pause >= 0 and --depth >= 2 please")
+    a.modes = [m.strip() for m in a.modes.split(",") if m.strip()]
+    if not a.modes or any(m not in ("composed", "cached") for m in a.modes) or len(set(a.modes)) != len(a.modes):
+        raise ValueError(f"--modes {','.join(a.modes)!r}: expected composed, cached or both")
+    names = [s.strip() for s in a.scenarios.split(",") if s.strip()]
+    names = ["pipelined" if n.startswith("plaintext-p") else n for n in names]
+    if not names or any(n not in SCENARIO_NAMES for n in names) or len(set(names)) != len(names):
+        raise ValueError(f"--scenarios {a.scenarios!r}: expected a list of {', '.join(SCENARIO_NAMES)}")
+    if a.connections == "techempower":
+        plain, piped = TECHEMPOWER["plain"], TECHEMPOWER["pipelined"]
+    else:
+        plain, piped = _levels(a.connections, "--connections"), _levels(a.pipeline_connections,
+                                                                         "--pipeline-connections")
+    a.scenario_list = [Scenario(n if n != "pipelined" else f"plaintext-p{a.depth}",
+                                "/json" if n == "json" else "/plaintext",
+                                a.depth if n == "pipelined" else 1,
+                                piped if n == "pipelined" else plain)
+                       for n in SCENARIO_NAMES if n in names]
+    a.target_names = None
+    if a.targets is not None:
+        a.target_names = [x.strip() for x in a.targets.split(",") if x.strip()]
+        bad = [x for x in a.target_names if x not in ALL_TARGETS]
+        if bad:
+            raise ValueError(f"--targets: unknown {', '.join(bad)} (expected: {', '.join(ALL_TARGETS)})")
+        if len(set(a.target_names)) != len(a.target_names):
+            raise ValueError("--targets: a target is named twice")
+    a.contenders = [parse_contender(c) for c in a.contender]
+    if len({n for n, _ in a.contenders}) != len(a.contenders):
+        raise ValueError("--contender: two contenders have the same NAME")
+    if a.target_names == [] and not a.contenders:
+        raise ValueError("--targets is empty and there is no --contender: nothing to compare")
+    allowed = sorted(os.sched_getaffinity(0))
+    a.cpus_allowed = cpu_list(allowed)
+    half = max(1, len(allowed) // 2)
+    a.server_cpu_list = _cpus(a.server_cpus, allowed[:half], "--server-cpus", allowed)
+    a.client_cpu_list = _cpus(a.client_cpus, allowed[half:] or allowed[:1], "--client-cpus", allowed)
+    if a.server_cpu_list and a.client_cpu_list and set(a.server_cpu_list) & set(a.client_cpu_list):
+        log(f"warning: server CPUs {cpu_list(a.server_cpu_list)} and client CPUs {cpu_list(a.client_cpu_list)} "
+            "overlap: the two sides compete for the same cores")
+    a.server_threads = a.server_threads or (len(a.server_cpu_list) if a.server_cpu_list else 1)
+    a.client_threads = a.client_threads or (len(a.client_cpu_list) if a.client_cpu_list else 1)
+    if a.server_threads < 1 or a.client_threads < 1:
+        raise ValueError("--server-threads and --client-threads must be >= 1")
+    a.server_prefix_list = shlex.split(a.server_prefix)
+    a.client_prefix_list = shlex.split(a.client_prefix)
+    a.remote = a.server_remote or (a.server_prefix_list[:1] == ["ssh"])
+    loopback = a.target_host in ("localhost", "::1") or a.target_host.startswith("127.")
+    a.listen = a.server_address or (a.target_host if loopback else ("::" if ":" in a.target_host else "0.0.0.0"))
+    a.loadgen = a.loadgen or a.build_dir / "bench" / "loadgen" / "loadgen"
+
+
+def _cpus(text: str | None, default: list[int], opt: str, allowed: list[int]) -> list[int] | None:
+    if text is None:
+        return default
+    if text == "none":
+        return None
+    try:
+        cpus = parse_cpu_list(text)
+    except ValueError as e:
+        raise ValueError(f"{opt} {text!r}: {e} (expected a list like 0-3,8, or none)") from None
+    bad = [c for c in cpus if c not in allowed]
+    if bad:
+        raise ValueError(f"{opt} {text!r}: CPU {bad[0]} is not available here (available: {cpu_list(allowed)})")
+    return cpus
+
+
+# ---------------------------------------------------------------------------
+
+def build_targets(a: argparse.Namespace) -> list[Target]:
+    wanted = a.target_names if a.target_names is not None else list(ALL_TARGETS)
+    requested = a.target_names is not None
+    out: list[Target] = []
+    for name in wanted:
+        if name in MODELS:
+            binary = a.build_dir / "servers" / name / f"server-{name}"
+            out += [ModelTarget(name, binary, mode, requested) for mode in a.modes]
+        elif name == "floor":
+            out.append(ModelTarget("floor", a.build_dir / "bench" / "floor" / "floor", None, requested))
+        elif name == "nginx":
+            out.append(NginxTarget(a.nginx, requested))
+        elif name == "h2o":
+            out.append(H2oTarget(a.h2o, requested))
+    out += [ContenderTarget(n, c) for n, c in a.contenders]
+    return out
+
+
+def preflight(targets: list[Target], place: Placement, scenarios: list[Scenario]) -> None:
+    """Start every target once and check its answers; decide what it runs."""
+    for t in targets:
+        log(f"checking {t.id} ...")
+        try:
+            t.start(place)
+        except StartError as e:
+            t.status, t.reason = ("skipped" if e.skipped else "failed"), e.reason
+            t.stop()
+            log(f"  {t.status}: {e.reason}")
+            continue
+        problems = []
+        for path in t.paths:
+            depth = max([s.pipeline for s in scenarios if s.path == path] + [1])
+            err = place.check(t.port, path, max(depth, 2))
+            if err:
+                problems.append(err)
+        ok_paths = [p for p in t.paths if not any(e.startswith(f"GET {p}") for e in problems)]
+        t.scenarios = [s.name for s in scenarios if s.path in ok_paths]
+        rc = t.stop() if t.alive() else (t.proc.returncode if t.proc else None)
+        if rc not in (0, None) and not problems:
+            problems.append(f"exited with code {rc} when stopped")
+        if problems and not t.scenarios:
+            t.status, t.reason = "failed", "; ".join(problems)
+        elif not t.scenarios:
+            t.status, t.reason = "skipped", "serves none of the chosen scenarios"
+        else:
+            t.status, t.reason = "measured", ("; ".join(problems) + " (those scenarios left out)") if problems else None
+        log(f"  {t.status}" + (f": {t.reason}" if t.reason else ""))
+
+
+def pick_baseline(wanted: str | None, targets: list[Target], modes: list[str]) -> str | None:
+    ids = [t.id for t in targets if t.status == "measured"]
+    if wanted:
+        if wanted in MODELS:
+            wanted = f"{wanted}/{'composed' if 'composed' in modes else modes[0]}"
+        return wanted if wanted in ids else None
+    if "nginx" in ids:
+        return "nginx"
+    models = [t.id for t in targets if t.status == "measured" and t.kind == "model"]
+    return (models or ids or [None])[0]
+
+
+class Progress:
+    def __init__(self, total: int, per_run: float) -> None:
+        self.total, self.done, self.per_run = total, 0, per_run
+        self.t0 = time.monotonic()
+        self.tty = sys.stderr.isatty()
+
+    def show(self, what: str) -> None:
+        elapsed = time.monotonic() - self.t0
+        avg = elapsed / self.done if self.done else self.per_run
+        eta = avg * (self.total - self.done)
+        line = (f"[{self.done + 1:>3}/{self.total}] {what:<48} elapsed {fmt_duration(elapsed)}, "
+                f"ETA {fmt_duration(eta)}")
+        if self.tty:
+            sys.stderr.write("\r\033[K" + line)
+            sys.stderr.flush()
+        else:
+            log(line)
+
+    def finish(self) -> None:
+        if self.tty:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+
+
+def _raise_interrupted(signum, _frame):
+    raise Interrupted(signal.Signals(signum).name)
+
+
+def _raise_nofile() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def measure(a: argparse.Namespace) -> tuple[dict, bool]:
+    """Run the whole comparison; (results, interrupted)."""
+    if not a.loadgen.exists():
+        raise SetupError(f"loadgen not found at {a.loadgen}; build it first:\n"
+                         "  cmake --preset release && cmake --build --preset release\n"
+                         "(or run scripts/compare.sh, which does that), or pass --build-dir/--loadgen")
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    a.out = a.out or REPO_ROOT / "bench" / "results" / f"compare-{stamp}"
+    logs = a.out / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    _raise_nofile()
+    started = now_iso()
+    max_conns = max(max(s.connections) for s in a.scenario_list)
+    place = Placement(server_prefix=a.server_prefix_list, client_prefix=a.client_prefix_list,
+                      server_cpus=a.server_cpu_list, server_threads=a.server_threads, listen_address=a.listen,
+                      target_host=a.target_host, remote=a.remote, tmp=logs, max_connections=max_conns)
+    load = Load(loadgen=a.loadgen, client_prefix=a.client_prefix_list, client_cpus=a.client_cpu_list,
+                client_threads=a.client_threads, engine=a.engine, duration=a.duration, warmup=a.warmup,
+                server_cpus=a.server_cpu_list, server_threads=a.server_threads, remote=a.remote, tmp=logs)
+    targets = build_targets(a)
+    if a.client_cpu_list:
+        # The harness's own work (reading /proc, starting processes) stays
+        # off the server's CPUs.
+        os.sched_setaffinity(0, a.client_cpu_list)
+    runs: list[dict] = []
+    interrupted = False
+    log(f"compare: writing to {a.out}")
+    try:
+        preflight(targets, place, a.scenario_list)
+        live = [t for t in targets if t.status == "measured"]
+        if not live:
+            raise SetupError("no target could run here:\n" + "\n".join(f"  {t.id}: {t.reason}" for t in targets))
+        plan = []
+        for rnd in range(1, a.rounds + 1):
+            order = live if rnd % 2 else live[::-1]
+            for sc in a.scenario_list:
+                for conns in sc.connections:
+                    plan += [(rnd, sc, conns, t) for t in order if sc.name in t.scenarios]
+        progress = Progress(len(plan), a.warmup + a.duration + a.pause + 0.5)
+        t0 = time.monotonic()
+        for rnd, sc, conns, t in plan:
+            progress.show(f"round {rnd}/{a.rounds} {sc.name} c{conns} {t.id}")
+            runs.append(run_once(t, place, load, sc, conns, rnd, time.monotonic() - t0))
+            progress.done += 1
+            if a.pause:
+                time.sleep(a.pause)
+        progress.finish()
+    except (KeyboardInterrupt, Interrupted):
+        interrupted = True
+        sys.stderr.write("\n")
+        log("interrupted: stopping the servers and writing what was measured")
+    finally:
+        procs.stop_all()
+    for t in targets:
+        if t.status == "measured" and not any(r["target"] == t.id and r["valid"] for r in runs) and runs \
+                and not interrupted:
+            t.status, t.reason = "failed", "no valid run"
+    versions = {"loadgen": envinfo.tool_version([str(a.loadgen), "--version"]) or "unknown"}
+    for t in targets:
+        if isinstance(t, ModelTarget) and t.binary.exists() and t.name not in versions:
+            versions[t.name if t.kind == "floor" else f"server-{t.name}"] = \
+                envinfo.tool_version([str(t.binary), "--version"]) or "unknown"
+        elif t.version:
+            versions[t.name] = t.version
+    results = {
+        "tool": "servermodels-compare", "schema": 1, "started": started, "finished": now_iso(),
+        "ended": "interrupted" if interrupted else "completed",
+        "command": [sys.argv[0], *a.argv],
+        "environment": envinfo.environment(a.cpus_allowed, versions),
+        "config": {"quick": a.quick, "rounds": a.rounds, "duration_s": a.duration, "warmup_s": a.warmup,
+                   "pause_s": a.pause, "server_cpus": cpu_list(a.server_cpu_list),
+                   "client_cpus": cpu_list(a.client_cpu_list), "server_threads": a.server_threads,
+                   "client_threads": a.client_threads, "target_host": a.target_host,
+                   "server_address": a.listen, "server_prefix": a.server_prefix_list,
+                   "client_prefix": a.client_prefix_list, "server_remote": a.remote, "modes": a.modes,
+                   "engine": a.engine, "scenarios": [s.as_json() for s in a.scenario_list],
+                   "build_dir": str(a.build_dir)},
+        "baseline": None,
+        "targets": [{"id": t.id, "name": t.name, "kind": t.kind, "mode": t.mode, "label": t.label,
+                     "command": t.command, "requested": t.requested, "status": t.status, "reason": t.reason,
+                     "scenarios": t.scenarios} for t in targets],
+        "runs": runs,
+        "summary": [],
+    }
+    results["baseline"] = pick_baseline(a.baseline, targets, a.modes)
+    return results, interrupted
+
+
+def finish(results: dict, a: argparse.Namespace) -> int:
+    """Summary, comparison, files, table; the exit code."""
+    results["summary"] = summarize(results["runs"], results["baseline"])
+    if a.compare:
+        try:
+            old = json.loads(a.compare.read_text())
+        except (OSError, ValueError) as e:
+            raise SetupError(f"--compare {a.compare}: cannot read it ({e})") from None
+        results["comparison"] = compare(old, results["summary"], str(a.compare))
+    if a.out:
+        a.out.mkdir(parents=True, exist_ok=True)
+        (a.out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+        (a.out / "results.csv").write_text(output.csv_text(results))
+        from . import html_report  # noqa: PLC0415 - only when writing files
+        (a.out / "report.html").write_text(html_report.render(results))
+    env, cfg = results["environment"], results["config"]
+    print(f"servermodels compare, {results['started']}: {env['cpu_model']}, {env['cores']} cores, "
+          f"kernel {env['kernel']}, commit {(env['git'].get('commit') or 'unknown')[:12]}"
+          + (" (modified)" if env["git"].get("dirty") else ""))
+    print(f"server on CPUs {cfg['server_cpus'] or 'any'} ({cfg['server_threads']} threads), loadgen on CPUs "
+          f"{cfg['client_cpus'] or 'any'} ({cfg['client_threads']} threads), {cfg['rounds']} rounds x "
+          f"{cfg['duration_s']:g} s after {cfg['warmup_s']:g} s warm-up; medians [min-max]; baseline "
+          f"{results['baseline'] or 'none'}")
+    print(output.table(results), end="")
+    notes = output.problems(results)
+    if notes:
+        print("\n" + notes, end="")
+    print(output.comparison(results), end="")
+    if results["ended"] == "interrupted":
+        print("\nINTERRUPTED: the table holds what was measured before the interruption")
+    if a.out:
+        print(f"\nresults: {a.out / 'results.json'}, {a.out / 'results.csv'}")
+        print(f"report: {a.out / 'report.html'}")
+    if results["ended"] == "interrupted":
+        return EXIT_INTERRUPTED
+    bad_runs = any(not r["valid"] for r in results["runs"])
+    bad_requested = any(t["requested"] and t["status"] in ("skipped", "failed") for t in results["targets"])
+    return EXIT_PROBLEMS if bad_runs or bad_requested else EXIT_OK
+
+
+def main(argv: list[str]) -> int:
+    a = parse_args(argv)
+    a.argv = argv
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _raise_interrupted)
+    try:
+        if a.from_:
+            try:
+                results = json.loads(a.from_.read_text())
+            except (OSError, ValueError) as e:
+                raise SetupError(f"--from {a.from_}: cannot read it ({e})") from None
+            if results.get("tool") != "servermodels-compare":
+                raise SetupError(f"--from {a.from_}: not a bench/compare results.json")
+            if a.baseline:
+                modes = results["config"].get("modes") or ["composed"]
+                ids = [t["id"] for t in results["targets"] if t["status"] == "measured"]
+                b = f"{a.baseline}/{'composed' if 'composed' in modes else modes[0]}" \
+                    if a.baseline in MODELS else a.baseline
+                results["baseline"] = b if b in ids else None
+            return finish(results, a)
+        results, _ = measure(a)
+        if a.baseline and results["baseline"] is None:
+            log(f"warning: --baseline {a.baseline} was not measured; no ratios")
+        return finish(results, a)
+    except SetupError as e:
+        procs.stop_all()
+        log(f"error: {e}")
+        return EXIT_SETUP

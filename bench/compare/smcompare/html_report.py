@@ -1,0 +1,659 @@
+"""Render bench/compare's results (results.schema.json, schema 1) as report.html.
+
+``render(results)`` returns one self-contained HTML5 document: inline CSS,
+charts as inline SVG drawn here, no scripts and no external resources, so the
+file opens offline in any browser. Hovering a bar, a curve or one of its
+points shows the exact values (SVG ``<title>`` elements).
+
+Sections, in order:
+
+1. header: times, how the run ended, placement (CPUs, threads, host, rounds),
+   the baseline target;
+2. notices: skipped or failed targets, invalid runs, an interrupted run;
+3. per scenario and connection count: req/s and server CPU us/request bars
+   (median, min-max whisker, ratio to the baseline);
+4. latency percentile curves (HdrHistogram-style x axis);
+5. the full summary table;
+6. the comparison with an earlier results.json, when there is one;
+7. environment, config and the commands each target was run with;
+8. how to read the report.
+
+Every string taken from the results is HTML-escaped: target names come from
+the command line. Standard library only.
+"""
+
+from __future__ import annotations
+
+import colorsys
+import datetime as _dt
+import html
+import math
+import re
+import shlex
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+Json = dict[str, Any]
+Cell = str | tuple[str, str]
+DASH = "\u2013"
+MISSING = '<span class="muted">-</span>'
+
+CSS = """
+body{margin:0;background:#f7f7f5;color:#222;font:14px/1.45 var(--font)}
+:root{--font:system-ui,-apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif}
+main{max-width:1200px;margin:0 auto;padding:1em 1.5em 3em}
+h1{margin:.2em 0 .1em}h2{margin-top:1.8em;border-bottom:1px solid #ddd;padding-bottom:.2em}
+h3{margin:1.2em 0 .3em;font-size:1.05em}
+.muted{color:#777}.meta{margin:.2em 0}.badge{padding:0 .4em;border-radius:3px;background:#dfe9df}
+.badge.bad{background:#f5d0cc}
+.notices{background:#fff4e5;border:1px solid #f0b46a;border-left:6px solid #e07b00;padding:.6em 1em .6em 2em}
+.notices li.err{color:#a40000}
+.pair{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(440px,100%),1fr));gap:.5em 2em}
+.chart{background:#fff;border:1px solid #e3e3e0;border-radius:4px;padding:.4em .6em}
+.chart h4{margin:.1em 0 .2em;font-size:.92em;font-weight:600}
+svg{display:block;width:100%;height:auto}
+svg text{font:11px var(--font);fill:#222}
+svg .axis{fill:#666}svg .grid{stroke:#e6e6e6}
+.legend{list-style:none;padding:0;margin:.3em 0;display:flex;flex-wrap:wrap;gap:.2em 1.2em;font-size:.9em}
+.legend span{display:inline-block;width:1.4em;height:.35em;margin-right:.4em;vertical-align:middle}
+.scroll{overflow-x:auto}
+table{border-collapse:collapse;font-size:.88em;background:#fff}
+th,td{padding:.25em .55em;border-bottom:1px solid #e3e3e0;text-align:left;vertical-align:top;white-space:nowrap}
+td.n{text-align:right;font-variant-numeric:tabular-nums}th{background:#ecece8}
+tbody tr:nth-child(even){background:#f6f6f3}
+tr.warn td{background:#fff1e0}tr.better td{background:#e3f4e3}tr.worse td{background:#fbe2df}
+dl{display:grid;grid-template-columns:max-content 1fr;gap:.15em 1em;margin:.4em 0}
+dt{font-weight:600}dd{margin:0;word-break:break-word}
+pre{background:#fff;border:1px solid #e3e3e0;padding:.5em;white-space:pre-wrap;word-break:break-all}
+"""
+
+
+# -- formatting --------------------------------------------------------------
+
+def esc(value: Any) -> str:
+    """HTML-escape any value (quotes included, so it is safe in attributes)."""
+    return html.escape(str(value), quote=True)
+
+
+def _num(x: Any) -> float | None:
+    """x as a finite float, or None."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return None
+    return float(x) if math.isfinite(x) else None
+
+
+def fmt_rate(x: Any) -> str:
+    """Requests per second: 950, 123.4k, 1.23M."""
+    v = _num(x)
+    if v is None:
+        return "-"
+    if v == 0:
+        return "0"
+    if abs(v) >= 1e6:
+        return f"{v / 1e6:.2f}M"
+    if abs(v) >= 1e3:
+        return f"{v / 1e3:.1f}k"
+    return f"{v:.1f}" if abs(v) < 10 else f"{v:.0f}"
+
+
+def fmt_sig(x: Any) -> str:
+    """A plain figure with 3 significant digits (no exponent below 1e6)."""
+    v = _num(x)
+    if v is None:
+        return "-"
+    if v == 0:
+        return "0"
+    if abs(v) >= 1000:
+        return f"{v:.0f}"
+    digits = max(0, 2 - math.floor(math.log10(abs(v))))
+    return f"{v:.{min(digits, 6)}f}"
+
+
+def fmt_latency(us: Any) -> str:
+    """Microseconds with a unit that keeps 2-3 significant digits."""
+    v = _num(us)
+    if v is None:
+        return "-"
+    if abs(v) >= 1e6:
+        return f"{fmt_sig(v / 1e6)} s"
+    if abs(v) >= 1e3:
+        return f"{fmt_sig(v / 1e3)} ms"
+    return f"{fmt_sig(v)} \u00b5s"
+
+
+def tick_text(text: str) -> str:
+    """An axis label without trailing zeros: 1.00M -> 1M, 2.50 ms -> 2.5 ms."""
+    return re.sub(r"^(-?\d+)(?:(\.\d*?)0+)?(\D*)$", lambda m: m[1] + (m[2] or "").rstrip(".") + m[3], text)
+
+
+def fmt_ratio(x: Any) -> str:
+    v = _num(x)
+    return "-" if v is None else f"{v:.2f}x"
+
+
+def fmt_change(x: Any) -> str:
+    v = _num(x)
+    return "-" if v is None else f"{v * 100:+.1f}%"
+
+
+def fmt_secs(x: Any) -> str:
+    v = _num(x)
+    return "-" if v is None else f"{v:g} s"
+
+
+def fmt_pct(p: float) -> str:
+    return "max" if p >= 100 else f"p{p:.6g}"
+
+
+def med(spread: Any) -> float | None:
+    return _num(spread.get("median")) if isinstance(spread, dict) else None
+
+
+def span(spread: Any) -> tuple[float | None, float | None]:
+    if not isinstance(spread, dict):
+        return None, None
+    return _num(spread.get("min")), _num(spread.get("max"))
+
+
+def fmt_spread(spread: Any, fmt: Callable[[Any], str]) -> str:
+    """'median [min-max]' as HTML, a dash when there is no median."""
+    m = med(spread)
+    if m is None:
+        return MISSING
+    lo, hi = span(spread)
+    if lo is None or hi is None:
+        return esc(fmt(m))
+    return f'{esc(fmt(m))} <span class="muted">[{esc(fmt(lo))}{DASH}{esc(fmt(hi))}]</span>'
+
+
+def latency_spread(row: Json, key: str) -> Any:
+    lat = row.get("latency_us") or {}
+    for k in (key, f"{key}.0", f"p{key}"):
+        if k in lat:
+            return lat[k]
+    return None
+
+
+def argv_text(argv: Any) -> str:
+    if isinstance(argv, list):
+        return shlex.join(str(a) for a in argv)
+    return "" if argv is None else str(argv)
+
+
+def truncate(text: str, limit: int = 26) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
+def palette(n: int) -> list[str]:
+    """n distinct colours: evenly spaced hues, alternating lightness (yellows and greens darker)."""
+    cols = []
+    for i in range(max(n, 1)):
+        hue = (0.58 + i / max(n, 1)) % 1.0
+        light = (0.36 if i % 2 else 0.48) - (0.08 if 0.1 < hue < 0.45 else 0.0)
+        r, g, b = colorsys.hls_to_rgb(hue, light, 0.72)
+        cols.append(f"#{round(r * 255):02x}{round(g * 255):02x}{round(b * 255):02x}")
+    return cols
+
+
+# -- model helpers -------------------------------------------------------------
+
+@dataclass
+class Ctx:
+    """What every section needs to look up targets."""
+    targets: dict[str, Json]
+    order: dict[str, int]
+    colours: dict[str, str]
+    baseline: str | None
+
+    def label(self, tid: str) -> str:
+        t = self.targets.get(tid) or {}
+        return str(t.get("label") or t.get("name") or tid)
+
+    def full_name(self, tid: str) -> str:
+        """Label and id, for tooltips."""
+        return tid if self.label(tid) == tid else f"{self.label(tid)} [{tid}]"
+
+
+def make_ctx(results: Json) -> Ctx:
+    targets = [t for t in results.get("targets") or [] if isinstance(t, dict)]
+    by_id = {str(t.get("id")): t for t in targets}
+    order = {tid: i for i, tid in enumerate(by_id)}
+    for row in results.get("summary") or []:
+        order.setdefault(str(row.get("target")), len(order))
+    shown = sorted({str(r.get("target")) for r in results.get("summary") or []}, key=lambda t: order[t])
+    colours = dict(zip(shown, palette(len(shown))))
+    base = results.get("baseline")
+    return Ctx(by_id, order, colours, None if base is None else str(base))
+
+
+def groups(results: Json, ctx: Ctx) -> list[tuple[tuple[str, int], list[Json]]]:
+    """Summary rows by (scenario, connections): config order, targets in target order."""
+    scenarios = (results.get("config") or {}).get("scenarios") or []
+    sc_order = {str(s.get("name")): i for i, s in enumerate(scenarios)}
+    found: dict[tuple[str, int], list[Json]] = {}
+    for row in results.get("summary") or []:
+        found.setdefault((str(row.get("scenario")), int(row.get("connections") or 0)), []).append(row)
+    first = {k: i for i, k in enumerate(found)}
+    keys = sorted(found, key=lambda k: (sc_order.get(k[0], len(sc_order)), first[k]))
+    return [(k, sorted(found[k], key=lambda r: ctx.order.get(str(r.get("target")), 0))) for k in keys]
+
+
+def group_title(key: tuple[str, int], rows: list[Json], results: Json) -> str:
+    scenario, conns = key
+    pipeline = max((int(r.get("pipeline") or 1) for r in rows), default=1)
+    path = next((s.get("path") for s in (results.get("config") or {}).get("scenarios") or []
+                 if str(s.get("name")) == scenario), None)
+    parts = [scenario, f"{conns} connections"] + ([f"pipeline {pipeline}"] if pipeline > 1 else [])
+    return " \u00b7 ".join(parts) + (f" ({path})" if path else "")
+
+
+# -- SVG: bar charts --------------------------------------------------------------
+
+@dataclass
+class Bar:
+    label: str
+    median: float
+    lo: float | None
+    hi: float | None
+    note: str
+    baseline: bool
+    colour: str
+    tooltip: str
+
+
+def nice_ticks(vmax: float, count: int = 4) -> list[float]:
+    """0 and round steps up to at least vmax."""
+    vmax = vmax if vmax > 0 else 1.0
+    raw = vmax / count
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw * (1 - 1e-9))
+    return [i * step for i in range(math.ceil(vmax / step - 1e-9) + 1)]
+
+
+def bar_chart(bars: list[Bar], fmt: Callable[[Any], str], axis_title: str) -> str:
+    width, x0, x1, row_h, top = 600, 176, 452, 22, 6
+    ticks = nice_ticks(max((max(b.median, b.hi or 0) for b in bars), default=0))
+
+    def x(v: float) -> float:
+        return round(x0 + (x1 - x0) * max(v, 0) / ticks[-1], 1)
+
+    bottom = top + row_h * len(bars)
+    out = [f'<svg viewBox="0 0 {width} {bottom + 34}" role="img" aria-label="{esc(axis_title)}">']
+    for t in ticks:
+        out.append(f'<line class="grid" x1="{x(t)}" y1="{top}" x2="{x(t)}" y2="{bottom}"/><text class="axis"'
+                   f' x="{x(t)}" y="{bottom + 13}" text-anchor="middle">{esc(tick_text(fmt(t)))}</text>')
+    for i, b in enumerate(bars):
+        y, cy = top + i * row_h, top + i * row_h + row_h / 2
+        weight = ' font-weight="700"' if b.baseline else ""
+        stroke = ' stroke="#111" stroke-width="2"' if b.baseline else ""
+        out.append(f'<g><title>{esc(b.tooltip)}</title>'
+                   f'<text x="{x0 - 6}" y="{cy + 4}" text-anchor="end"{weight}>{esc(truncate(b.label))}</text>'
+                   f'<rect x="{x0}" y="{y + 4}" width="{max(x(b.median) - x0, 0.5):.1f}" height="{row_h - 8}"'
+                   f' fill="{b.colour}" fill-opacity="0.85"{stroke}/>')
+        if b.lo is not None and b.hi is not None:
+            lo, hi = x(b.lo), x(b.hi)
+            out.append(f'<path d="M{lo} {cy}H{hi}M{lo} {cy - 5}V{cy + 5}M{hi} {cy - 5}V{cy + 5}"'
+                       ' stroke="#333" stroke-width="1.2" fill="none"/>')
+        text_x = max(x(b.median), x(b.hi or 0)) + 6
+        out.append(f'<text x="{text_x}" y="{cy + 4}"{weight}>{esc(fmt(b.median) + b.note)}</text></g>')
+    out.append(f'<text class="axis" x="{(x0 + x1) / 2}" y="{bottom + 29}" text-anchor="middle">'
+               f'{esc(axis_title)}</text></svg>')
+    return "".join(out)
+
+
+def make_bars(rows: list[Json], field: str, ratio_key: str, fmt: Callable[[Any], str],
+              unit: str, ctx: Ctx) -> tuple[list[Bar], list[str]]:
+    """Bars for rows with a median in field; the labels of the rows without one."""
+    bars, missing = [], []
+    for row in rows:
+        tid = str(row.get("target"))
+        m = med(row.get(field))
+        if m is None:
+            missing.append(tid)
+            continue
+        lo, hi = span(row.get(field))
+        is_base = tid == ctx.baseline
+        ratio = _num((row.get("vs_baseline") or {}).get(ratio_key))
+        note = " \u00b7 baseline" if is_base else (f" \u00b7 {fmt_ratio(ratio)}" if ratio is not None else "")
+        tip = (f"{ctx.full_name(tid)}: median {fmt(m)} {unit}"
+               + (f", min {fmt(lo)}, max {fmt(hi)}" if lo is not None and hi is not None else "")
+               + (f", {fmt_ratio(ratio)} of baseline" if ratio is not None else "")
+               + f"; {row.get('valid_runs', '?')}/{row.get('runs', '?')} valid runs")
+        bars.append(Bar(tid, m, lo, hi, note, is_base, ctx.colours.get(tid, "#888"), tip))
+    return bars, missing
+
+
+def chart_box(title: str, bars: list[Bar], missing: list[str], why: str,
+              fmt: Callable[[Any], str], axis: str) -> str:
+    body = bar_chart(bars, fmt, axis) if bars else '<p class="muted">nothing to plot</p>'
+    note = f'<p class="muted">{esc(why)}: {esc(", ".join(missing))}</p>' if missing else ""
+    return f'<div class="chart"><h4>{esc(title)}</h4>{body}{note}</div>'
+
+
+# -- SVG: latency curves ------------------------------------------------------------
+
+def pct_x(p: float) -> float | None:
+    """HdrHistogram x position: log10(1/(1-p/100)); None for p >= 100."""
+    return None if p >= 100 else -math.log10(1 - max(p, 0.0) / 100)
+
+
+def curve_points(curve: Any) -> list[tuple[float, float, float]]:
+    """(x, percentile, latency) with p=100 clamped to the curve's last finite x."""
+    pts, last_x = [], 0.0
+    for item in curve or []:
+        if not isinstance(item, (list, tuple)) or len(item) < 2:
+            continue
+        p, v = _num(item[0]), _num(item[1])
+        if p is None or v is None:
+            continue
+        xp = pct_x(p)
+        last_x = last_x if xp is None else max(last_x, xp)
+        pts.append((last_x if xp is None else xp, p, v))
+    return pts
+
+
+def x_tick_label(k: int) -> str:
+    return {0: "0%", 1: "90%", 2: "99%"}.get(k, "99." + "9" * (k - 2) + "%")
+
+
+def latency_chart(series: list[tuple[str, str, bool, list[tuple[float, float, float]]]]) -> str:
+    """series: (label, colour, is_baseline, points); one polyline each."""
+    width, height, left, right, top, bottom = 640, 320, 64, 28, 10, 282
+    xmax = max(5, math.ceil(max((x for *_, pts in series for x, _, _ in pts), default=0)))
+    values = [v for *_, pts in series for _, _, v in pts]
+    positive = [v for v in values if v > 0]
+    lo, hi = (min(positive), max(values)) if positive else (1.0, 1.0)
+    log = hi / lo > 50
+    if log:
+        ymin, ymax = lo / 1.15, hi * 1.15
+        decades = range(math.floor(math.log10(ymin)), math.ceil(math.log10(ymax)) + 1)
+        steps = (1, 2, 5) if hi / lo < 1e4 else (1,)
+        ticks = [m * 10 ** k for k in decades for m in steps if ymin <= m * 10 ** k <= ymax]
+    else:
+        ticks = nice_ticks(hi)
+        ymin, ymax = 0.0, ticks[-1]
+
+    def sx(x: float) -> float:
+        return round(left + (width - left - right) * x / xmax, 1)
+
+    def sy(v: float) -> float:
+        if log:
+            frac = math.log10(max(v, ymin) / ymin) / math.log10(ymax / ymin)
+        else:
+            frac = max(v, 0) / ymax
+        return round(bottom - (bottom - top) * frac, 1)
+
+    out = [f'<svg viewBox="0 0 {width} {height}" role="img" aria-label="latency by percentile">']
+    for k in range(xmax + 1):
+        out.append(f'<line class="grid" x1="{sx(k)}" y1="{top}" x2="{sx(k)}" y2="{bottom}"/><text class="axis"'
+                   f' x="{sx(k)}" y="{bottom + 14}" text-anchor="middle">{x_tick_label(k)}</text>')
+    for t in ticks:
+        out.append(f'<line class="grid" x1="{left}" y1="{sy(t)}" x2="{width - right}" y2="{sy(t)}"/>'
+                   f'<text class="axis" x="{left - 5}" y="{sy(t) + 4}" text-anchor="end">'
+                   f'{esc(tick_text(fmt_latency(t)))}</text>')
+    out.append(f'<text class="axis" x="{(left + width) / 2}" y="{height - 4}" text-anchor="middle">percentile'
+               f'{" (latency axis: log scale)" if log else ""}</text>')
+    for label, colour, is_base, pts in series:
+        coords = " ".join(f"{sx(x)},{sy(v)}" for x, _, v in pts)
+        out.append(f'<g><title>{esc(label)}</title><polyline points="{coords}" fill="none" stroke="{colour}"'
+                   f' stroke-width="{2.8 if is_base else 1.6}" stroke-linejoin="round"/>')
+        stride = max(1, len(pts) // 150)
+        for i, (x, p, v) in enumerate(pts):
+            if i % stride == 0 or i == len(pts) - 1:
+                tip = f"{label}: {fmt_pct(p)} = {fmt_latency(v)} ({v:g} \u00b5s)"
+                out.append(f'<circle cx="{sx(x)}" cy="{sy(v)}" r="2.2" fill="{colour}">'
+                           f'<title>{esc(tip)}</title></circle>')
+        out.append("</g>")
+    out.append("</svg>")
+    return "".join(out)
+
+
+def legend(items: Iterable[tuple[str, str, bool]]) -> str:
+    lis = "".join(f'<li title="{esc(label)}"><span style="background:{colour};height:{".5em" if base else ".3em"}'
+                  f'"></span>{esc(truncate(label, 40))}{" <b>(baseline)</b>" if base else ""}</li>'
+                  for label, colour, base in items)
+    return f'<ul class="legend">{lis}</ul>'
+
+
+# -- sections -------------------------------------------------------------------------
+
+def duration_text(start: Any, end: Any) -> str:
+    try:
+        secs = (_dt.datetime.fromisoformat(str(end)) - _dt.datetime.fromisoformat(str(start))).total_seconds()
+    except (ValueError, TypeError):
+        return ""
+    return f" ({int(secs // 60)} min {int(secs % 60)} s)" if secs >= 0 else ""
+
+
+def section_header(results: Json, ctx: Ctx) -> str:
+    cfg = results.get("config") or {}
+    ended = str(results.get("ended", "?"))
+    cls = "badge" if ended == "completed" else "badge bad"
+    server = "remote" if cfg.get("server_remote") else f"CPUs {cfg.get('server_cpus') or 'unpinned'}"
+    placement = " \u00b7 ".join([
+        f"server: {server}, {cfg.get('server_threads', '?')} thread(s)",
+        f"client: CPUs {cfg.get('client_cpus') or 'unpinned'}, {cfg.get('client_threads', '?')} thread(s)",
+        f"target {cfg.get('target_host', '?')}",
+        f"{cfg.get('rounds', '?')} rounds x {fmt_secs(cfg.get('duration_s'))}",
+        f"warm-up {fmt_secs(cfg.get('warmup_s'))}, pause {fmt_secs(cfg.get('pause_s'))}",
+        f"engine {cfg.get('engine', '?')}"] + (["quick"] if cfg.get("quick") else []))
+    base = (f"<b>{esc(ctx.label(ctx.baseline))}</b> ({esc(ctx.baseline)})" if ctx.baseline
+            else '<span class="muted">none (the baseline was not measured): no ratios</span>')
+    started, finished = results.get("started", "?"), results.get("finished", "?")
+    return (f'<header><h1>servermodels compare</h1><p class="meta">started {esc(started)}, finished '
+            f'{esc(finished)}{esc(duration_text(started, finished))} \u00b7 '
+            f'<span class="{cls}">{esc(ended)}</span></p>'
+            f'<p class="meta">{esc(placement)}</p><p class="meta">baseline: {base}</p></header>')
+
+
+def notice_items(results: Json, ctx: Ctx) -> list[tuple[str, str]]:
+    items = []
+    if results.get("ended") == "interrupted":
+        items.append(("err", "The comparison was interrupted: some runs are missing."))
+    for t in ctx.targets.values():
+        if t.get("status") in ("skipped", "failed"):
+            req = " (requested)" if t.get("requested") else ""
+            items.append(("err" if t.get("status") == "failed" else "",
+                          f"{t.get('status')}: {ctx.full_name(str(t.get('id')))}{req}: "
+                          f"{t.get('reason') or 'no reason given'}"))
+    for r in results.get("runs") or []:
+        if not r.get("valid", True):
+            problems = "; ".join(map(str, r.get("problems") or [])) or "?"
+            items.append(("err", f"invalid run: {r.get('target')} \u00b7 {r.get('scenario')} "
+                                 f"c{r.get('connections')} \u00b7 round {r.get('round')}: {problems}"))
+    noisy = [r for r in results.get("runs") or [] if r.get("noisy")]
+    if noisy:
+        first = noisy[0]
+        items.append(("", f"{len(noisy)} run(s) saw other activity on the machine (noisy), e.g. "
+                          f"{first.get('target')} {first.get('scenario')}: {'; '.join(map(str, first['noisy']))}"))
+    return items
+
+
+def section_notices(results: Json, ctx: Ctx) -> str:
+    items = notice_items(results, ctx)
+    if not items:
+        return ""
+    lis = "".join(f'<li class="{cls}">{esc(text)}</li>' for cls, text in items)
+    return f'<section id="notices"><h2>Notices</h2><ul class="notices">{lis}</ul></section>'
+
+
+def section_charts(results: Json, ctx: Ctx) -> str:
+    parts = ['<section id="charts"><h2>Throughput and server CPU</h2>']
+    for key, rows in groups(results, ctx):
+        rps, no_rps = make_bars(rows, "rps", "rps", fmt_rate, "req/s", ctx)
+        field = "server_cpu_us_per_req"
+        cpu, no_cpu = make_bars(rows, field, field, fmt_sig, "\u00b5s/req", ctx)
+        parts.append(f'<h3>{esc(group_title(key, rows, results))}</h3><div class="pair">'
+                     + chart_box("requests/s (median, min\u2013max; higher is better)", rps, no_rps,
+                                 "no valid runs", fmt_rate, "req/s")
+                     + chart_box("server CPU \u00b5s per request (lower is better)", cpu, no_cpu,
+                                 "not measured", fmt_sig, "\u00b5s/req") + "</div>")
+    if len(parts) == 1:
+        parts.append('<p class="muted">No summary rows: nothing was measured.</p>')
+    return "".join(parts) + "</section>"
+
+
+def section_latency(results: Json, ctx: Ctx) -> str:
+    parts = ['<section id="latency"><h2>Latency by percentile</h2>']
+    for key, rows in groups(results, ctx):
+        series = [(str(r.get("target")), ctx.colours.get(str(r.get("target")), "#888"),
+                   str(r.get("target")) == ctx.baseline, curve_points(r.get("latency_curve"))) for r in rows]
+        series = [s for s in series if s[3]]
+        body = (latency_chart(series) + legend((s[0], s[1], s[2]) for s in series)) if series \
+            else '<p class="muted">no latency data</p>'
+        parts.append(f'<div class="chart"><h4>{esc(group_title(key, rows, results))}</h4>{body}</div>')
+    if len(parts) == 1:
+        parts.append('<p class="muted">No latency data.</p>')
+    return "".join(parts) + "</section>"
+
+
+def summary_cells(row: Json, ctx: Ctx) -> list[Cell]:
+    tid = str(row.get("target"))
+    t = ctx.targets.get(tid) or {}
+    kind = " / ".join(str(v) for v in (t.get("mode"), t.get("kind")) if v)
+    user, sys_ = med(row.get("server_user_us_per_req")), med(row.get("server_sys_us_per_req"))
+    split = f'<br><span class="muted">user {esc(fmt_sig(user))} \u00b7 sys {esc(fmt_sig(sys_))}</span>' \
+        if user is not None or sys_ is not None else ""
+    rss = row.get("peak_rss_kib")
+    rss_mib = {k: v / 1024 for k, v in rss.items() if _num(v) is not None} if isinstance(rss, dict) else None
+    errs = ", ".join(f"{k} {v}" for k, v in (row.get("errors") or {}).items() if v)
+    valid, runs = row.get("valid_runs", 0), row.get("runs", 0)
+    name = esc(tid) + (" <b>(baseline)</b>" if tid == ctx.baseline else "")
+    if ctx.label(tid) != tid:
+        name += f'<br><span class="muted">{esc(truncate(ctx.label(tid), 40))}</span>'
+    return [name, esc(kind) or MISSING, esc(row.get("scenario")), num(esc(row.get("connections"))),
+            num(fmt_spread(row.get("rps"), fmt_rate)), num(ratio_cell(row.get("vs_baseline") or {})),
+            num(fmt_spread(latency_spread(row, "50"), fmt_latency)),
+            num(fmt_spread(latency_spread(row, "99"), fmt_latency)),
+            num(fmt_spread(row.get("server_cpu_us_per_req"), fmt_sig) + split),
+            num(fmt_spread(row.get("ctx_switches_per_req"), fmt_sig)), num(fmt_spread(rss_mib, fmt_sig)),
+            num(fmt_spread(row.get("client_cpu_us_per_req"), fmt_sig)),
+            esc(errs) if errs else '<span class="muted">none</span>', esc(row.get("limited_by", "?")),
+            num(f"{esc(valid)}/{esc(runs)}")]
+
+
+def ratio_cell(vs: Json) -> str:
+    """req/s ratio, then the CPU and p99 ratios in small print."""
+    keys = (("cpu", "server_cpu_us_per_req"), ("p99", "latency_p99_us"))
+    rest = " \u00b7 ".join(f"{name} {fmt_ratio(vs[key])}" for name, key in keys if _num(vs.get(key)) is not None)
+    return esc(fmt_ratio(vs.get("rps"))) + (f'<br><span class="muted">{esc(rest)}</span>' if rest else "")
+
+
+def num(cell_html: str) -> Cell:
+    """A right-aligned numeric cell."""
+    return ("n", cell_html)
+
+
+def table(headers: list[str], rows: list[tuple[str, list[Cell]]]) -> str:
+    """rows: (tr class, cells); a cell is HTML, or (td class, HTML)."""
+    def td(c: Cell) -> str:
+        return f'<td class="{c[0]}">{c[1]}</td>' if isinstance(c, tuple) else f"<td>{c}</td>"
+    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    body = "".join((f'<tr class="{cls}">' if cls else "<tr>") + "".join(map(td, cells)) + "</tr>"
+                   for cls, cells in rows)
+    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+
+
+def section_summary(results: Json, ctx: Ctx) -> str:
+    headers = ["target", "mode / kind", "scenario", "conns", "req/s median [min\u2013max]", "x baseline",
+               "p50 latency", "p99 latency", "server CPU \u00b5s/req", "ctx switches/req", "peak RSS MiB",
+               "client CPU \u00b5s/req", "errors", "limited by", "valid/runs"]
+    rows = [("warn" if r.get("valid_runs", 0) < r.get("runs", 0) else "", summary_cells(r, ctx))
+            for _, grp in groups(results, ctx) for r in grp]
+    body = table(headers, rows) if rows else '<p class="muted">No summary rows.</p>'
+    return f'<section id="summary"><h2>Summary</h2>{body}</section>'
+
+
+METRIC_FMT: dict[str, tuple[str, Callable[[Any], str], int]] = {
+    "rps": ("req/s", fmt_rate, 1),
+    "server_cpu_us_per_req": ("server CPU \u00b5s/req", fmt_sig, -1),
+    "latency_p99_us": ("p99 latency", fmt_latency, -1),
+}
+
+
+def section_comparison(results: Json) -> str:
+    comp = results.get("comparison")
+    if not isinstance(comp, dict):
+        return ""
+    rows = []
+    for r in comp.get("rows") or []:
+        name, fmt, good = METRIC_FMT.get(str(r.get("metric")), (str(r.get("metric")), fmt_sig, 0))
+        change = _num(r.get("change"))
+        cls = ("better" if change * good > 0 else "worse") if r.get("significant") and change and good else ""
+        rows.append((cls, [esc(name), esc(r.get("target")), esc(r.get("scenario")),
+                           num(esc(r.get("connections"))), num(esc(fmt(r.get("old")))), num(esc(fmt(r.get("new")))),
+                           num(esc(fmt_change(change))), "<b>yes</b>" if r.get("significant") else "no"]))
+    old = f'against <code>{esc(comp.get("old", "?"))}</code>' + (
+        f', started {esc(comp["old_started"])}' if comp.get("old_started") else "")
+    body = table(["metric", "target", "scenario", "conns", "old", "new", "change", "significant"], rows) \
+        if rows else '<p class="muted">No rows in common.</p>'
+    return (f'<section id="comparison"><h2>Comparison</h2><p>Medians {old}. Significant: the two runs\' '
+            f'min\u2013max spreads do not overlap (green better, red worse).</p>{body}</section>')
+
+
+def value_html(v: Any) -> str:
+    if v is None:
+        return MISSING
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, dict):
+        return dl((str(k), value_html(x)) for k, x in v.items()) if v else MISSING
+    if isinstance(v, list):
+        if not v:
+            return '<span class="muted">(none)</span>'
+        if all(isinstance(x, dict) for x in v):
+            return "<br>".join(esc(" ".join(f"{k}={argv_text(x) if isinstance(x, list) else x}"
+                                            for k, x in d.items())) for d in v)
+        return esc(argv_text(v))
+    return esc(v)
+
+
+def dl(items: Iterable[tuple[str, str]]) -> str:
+    return "<dl>" + "".join(f"<dt>{esc(k)}</dt><dd>{v}</dd>" for k, v in items) + "</dl>"
+
+
+def section_environment(results: Json) -> str:
+    env = dict(results.get("environment") or {})
+    if isinstance(env.get("git"), dict):
+        git = env["git"]
+        env["git"] = f"{git.get('commit') or '?'}{' (dirty)' if git.get('dirty') else ''}"
+    cfg = results.get("config") or {}
+    cmds, seen = [], set()
+    for r in results.get("runs") or []:
+        tid = str(r.get("target"))
+        if tid in seen:
+            continue
+        seen.add(tid)
+        c = r.get("commands") or {}
+        server = argv_text(c.get("server")) or "(not started by the harness)"
+        client = argv_text(c.get("client")) or "-"
+        cmds.append(f"<h4>{esc(tid)}</h4><pre>server: {esc(server)}\nclient: {esc(client)}</pre>")
+    return (f'<section id="environment"><h2>Environment and config</h2>'
+            f'<h3>Environment</h3>{dl((k, value_html(v)) for k, v in env.items())}'
+            f'<h3>Config</h3>{dl((k, value_html(v)) for k, v in cfg.items())}'
+            f'<h3>Harness command</h3><pre>{esc(argv_text(results.get("command")) or "-")}</pre>'
+            f'<h3>Commands (first run of each target)</h3>{"".join(cmds) or MISSING}</section>')
+
+
+HOW_TO_READ = (
+    "Every figure is the median over the valid rounds, with the min\u2013max spread of those rounds in "
+    "brackets or as a whisker; an invalid run (errors, a server that died, ...) is left out of the medians "
+    "and listed under Notices. Ratios (0.85x) are against the baseline target: the median of the per-round "
+    "ratios, each against the baseline's run in the same round and scenario. Server CPU \u00b5s/req is the server processes' user+sys CPU time over the requests answered "
+    "(lower is better; it is missing when the server is remote). Latency curves show the run with the median "
+    "req/s, the x axis stretching the tail (90%, 99%, 99.9%, ...). \"Limited by\" says which side's CPU was "
+    "saturated: server CPU means the server was the bottleneck, client CPU means the load generator was, "
+    "so the server's req/s is then a lower bound.")
+
+
+def render(results: dict) -> str:
+    """Return report.html for a results dict as described by results.schema.json."""
+    ctx = make_ctx(results)
+    body = "".join([section_header(results, ctx), section_notices(results, ctx), section_charts(results, ctx),
+                    section_latency(results, ctx), section_summary(results, ctx), section_comparison(results),
+                    section_environment(results),
+                    f'<section id="how"><h2>How to read this</h2><p>{esc(HOW_TO_READ)}</p></section>'])
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f'<title>servermodels compare</title><style>{CSS}</style></head>'
+            f'<body><main>{body}</main></body></html>\n')

@@ -1,0 +1,143 @@
+"""The terminal table and results.csv."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+from .summary import LATENCY_KEYS
+from .util import fmt_ms, fmt_num, fmt_rate, fmt_ratio
+
+SPREADS = ("rps", "server_cpu_us_per_req", "server_user_us_per_req", "server_sys_us_per_req",
+           "ctx_switches_per_req", "peak_rss_kib", "client_cpu_us_per_req")
+
+
+def _med(s: dict | None) -> float | None:
+    return None if s is None else s["median"]
+
+
+def _with_spread(s: dict | None, fmt) -> str:
+    if s is None:
+        return "-"
+    if s["min"] == s["max"]:
+        return fmt(s["median"])
+    return f"{fmt(s['median'])} [{fmt(s['min'])}-{fmt(s['max'])}]"
+
+
+def order_rows(results: dict) -> list[dict]:
+    """Scenario order as configured, then connections, then targets as listed."""
+    sc_order = {s["name"]: i for i, s in enumerate(results["config"]["scenarios"])}
+    t_order = {t["id"]: i for i, t in enumerate(results["targets"])}
+    return sorted(results["summary"], key=lambda r: (sc_order.get(r["scenario"], 99), r["connections"],
+                                                      t_order.get(r["target"], 99)))
+
+
+def table(results: dict) -> str:
+    base = results.get("baseline")
+    bx = f"x {base.split('/')[0]}" if base else "x base"
+    out = io.StringIO()
+    head = ["target", "req/s [min-max]", bx, "p50", "p99", "srv us/req [min-max]", bx, "cs/req", "RSS MiB",
+            "cl us/req", "limited by", "valid"]
+    groups: dict[tuple, list[dict]] = {}
+    for r in order_rows(results):
+        groups.setdefault((r["scenario"], r["connections"]), []).append(r)
+    for (scenario, conns), rows in groups.items():
+        lines = [head]
+        for r in rows:
+            lat = r.get("latency_us") or {}
+            vs = r.get("vs_baseline") or {}
+            rss = _med(r["peak_rss_kib"])
+            lines.append([
+                r["target"] + (" (base)" if r["target"] == base else ""),
+                _with_spread(r["rps"], fmt_rate),
+                "" if r["target"] == base else fmt_ratio(vs.get("rps")),
+                fmt_ms(_med(lat.get("50"))), fmt_ms(_med(lat.get("99"))),
+                _with_spread(r["server_cpu_us_per_req"], fmt_num),
+                "" if r["target"] == base else fmt_ratio(vs.get("server_cpu_us_per_req")),
+                fmt_num(_med(r["ctx_switches_per_req"])),
+                "-" if rss is None else f"{rss / 1024:.1f}",
+                fmt_num(_med(r["client_cpu_us_per_req"])),
+                r["limited_by"],
+                f"{r['valid_runs']}/{r['runs']}",
+            ])
+        widths = [max(len(str(line[i])) for line in lines) for i in range(len(head))]
+        pipe = rows[0]["pipeline"]
+        out.write(f"\n{scenario}: {conns} connections" + (f", {pipe} requests per write" if pipe > 1 else "") + "\n")
+        for i, line in enumerate(lines):
+            cells = [str(c).ljust(w) if j == 0 or j == len(head) - 2 else str(c).rjust(w)
+                     for j, (c, w) in enumerate(zip(line, widths))]
+            out.write("  " + "  ".join(cells).rstrip() + "\n")
+            if i == 0:
+                out.write("  " + "  ".join("-" * w for w in widths) + "\n")
+    return out.getvalue()
+
+
+def problems(results: dict) -> str:
+    """Skipped and failed targets, invalid and noisy runs, in words."""
+    out = io.StringIO()
+    for t in results["targets"]:
+        if t["status"] in ("skipped", "failed"):
+            out.write(f"  {t['status'].upper():8} {t['id']}: {t['reason']}\n")
+        elif t.get("reason"):
+            out.write(f"  NOTE     {t['id']}: {t['reason']}\n")
+    for r in results["runs"]:
+        where = f"{r['target']} {r['scenario']} c{r['connections']} round {r['round']}"
+        if not r["valid"]:
+            out.write(f"  INVALID  {where}: {'; '.join(r['problems'])}\n")
+        elif r["noisy"]:
+            out.write(f"  noisy    {where}: {'; '.join(r['noisy'])}\n")
+    return out.getvalue()
+
+
+def comparison(results: dict) -> str:
+    cmp = results.get("comparison")
+    if not cmp:
+        return ""
+    out = io.StringIO()
+    out.write(f"\nCompared with {cmp['old']} ({cmp.get('old_started') or 'unknown date'}); "
+              "'*' marks a change beyond both runs' min-max spread:\n")
+    for c in cmp["rows"]:
+        if c["change"] is None:
+            continue
+        fmt = fmt_rate if c["metric"] == "rps" else fmt_num
+        out.write(f"  {'*' if c['significant'] else ' '} {c['target']:<22} {c['scenario']:<14} c{c['connections']:<6}"
+                  f" {c['metric']:<22} {fmt(c['old']):>8} -> {fmt(c['new']):>8}  {c['change'] * 100:+6.1f}%\n")
+    if not any(c["change"] is not None for c in cmp["rows"]):
+        out.write("  no row in common\n")
+    return out.getvalue()
+
+
+def _cell(x):
+    """Six significant digits are plenty for a measurement; ints stay ints."""
+    return float(f"{x:.6g}") if isinstance(x, float) else x
+
+
+def csv_text(results: dict) -> str:
+    kinds = {t["id"]: t for t in results["targets"]}
+    cols = ["target", "name", "kind", "mode", "scenario", "connections", "pipeline", "runs", "valid_runs"]
+    for s in SPREADS:
+        cols += [f"{s}_median", f"{s}_min", f"{s}_max"]
+    cols += [f"latency_p{k}_us" if k not in ("max", "mean") else f"latency_{k}_us" for k in LATENCY_KEYS]
+    cols += ["vs_baseline_rps", "vs_baseline_server_cpu_us_per_req", "vs_baseline_latency_p99_us",
+             "errors", "limited_by", "baseline"]
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
+    w.writeheader()
+    for r in order_rows(results):
+        t = kinds.get(r["target"], {})
+        line = {"target": r["target"], "name": t.get("name"), "kind": t.get("kind"), "mode": t.get("mode") or "",
+                "scenario": r["scenario"], "connections": r["connections"], "pipeline": r["pipeline"],
+                "runs": r["runs"], "valid_runs": r["valid_runs"],
+                "errors": " ".join(f"{k}={v}" for k, v in sorted(r["errors"].items())),
+                "limited_by": r["limited_by"], "baseline": results.get("baseline") or ""}
+        for s in SPREADS:
+            sp = r.get(s) or {}
+            for k in ("median", "min", "max"):
+                line[f"{s}_{k}"] = sp.get(k, "")
+        for k in LATENCY_KEYS:
+            col = f"latency_p{k}_us" if k not in ("max", "mean") else f"latency_{k}_us"
+            line[col] = ((r.get("latency_us") or {}).get(k) or {}).get("median", "")
+        for k, v in (r.get("vs_baseline") or {}).items():
+            line[f"vs_baseline_{k}"] = "" if v is None else v
+        w.writerow({k: _cell(v) for k, v in line.items()})
+    return buf.getvalue()

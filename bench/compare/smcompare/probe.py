@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Is a server there, and does it answer like the models?
+
+Used by the harness in-process, or, when the load runs behind
+--client-prefix (another network namespace, another box), as a program run
+the same way:
+
+  probe.py wait HOST PORT TIMEOUT
+  probe.py check HOST PORT PATH BODY CONTENT_TYPE DEPTH
+
+Exit 0 and nothing printed when all is well; exit 1 with one line saying
+what is wrong otherwise. Standard library only, no package imports: it must
+run on its own.
+"""
+
+from __future__ import annotations
+
+import http.client
+import socket
+import sys
+import time
+
+TIMEOUT = 5.0
+
+
+def wait(host: str, port: int, timeout: float) -> str | None:
+    """None once host:port accepts a connection, else why not."""
+    deadline = time.monotonic() + timeout
+    last = ""
+    while True:
+        try:
+            with socket.create_connection((host, port), timeout=1.0):
+                return None
+        except OSError as e:
+            last = str(e)
+        if time.monotonic() > deadline:
+            return f"nothing accepts connections on {host}:{port} after {timeout:.0f}s ({last})"
+        time.sleep(0.05)
+
+
+class _Unclosable:
+    """The connection's buffered reader, which http.client must not close
+    when a response ends (the next pipelined response is in its buffer)."""
+
+    def __init__(self, f) -> None:
+        self._f = f
+
+    def __getattr__(self, name):
+        return getattr(self._f, name)
+
+    def close(self) -> None:
+        pass
+
+
+class _OneFile:
+    """Lets http.client parse consecutive responses from one buffered file."""
+
+    def __init__(self, f) -> None:
+        self.f = _Unclosable(f)
+
+    def makefile(self, *_a, **_k):
+        return self.f
+
+
+def _host_header(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def check(host: str, port: int, path: str, body: bytes, ctype: str, depth: int) -> str | None:
+    """None when GET path answers 200, body and Content-Type as expected, alone
+    and `depth` times pipelined on one connection; else what was wrong."""
+    req = f"GET {path} HTTP/1.1\r\nHost: {_host_header(host, port)}\r\n\r\n".encode()
+    try:
+        with socket.create_connection((host, port), timeout=TIMEOUT) as s:
+            f = s.makefile("rb")
+            for batch in (1, depth):
+                s.sendall(req * batch)
+                for i in range(batch):
+                    r = http.client.HTTPResponse(_OneFile(f), method="GET")  # type: ignore[arg-type]
+                    r.begin()
+                    got = r.read()
+                    what = f"GET {path}" + (f" (pipelined {i + 1}/{batch})" if batch > 1 else "")
+                    if r.status != 200 or got != body:
+                        return f"{what} answered {r.status} {got[:120]!r}, expected 200 {body!r}"
+                    ct = r.getheader("Content-Type", "")
+                    if not ct.startswith(ctype):
+                        return f"{what}: Content-Type {ct!r}, expected {ctype}"
+                    if r.will_close:
+                        return f"{what}: the server closes the connection (no keep-alive)"
+    except (OSError, ValueError, http.client.HTTPException) as e:
+        return f"GET {path} failed: {type(e).__name__}: {e}"
+    return None
+
+
+def main_quiet(argv: list[str]) -> str | None:
+    """Run one command line; None on success, else the reason."""
+    try:
+        if argv[:1] == ["wait"] and len(argv) == 4:
+            return wait(argv[1], int(argv[2]), float(argv[3]))
+        if argv[:1] == ["check"] and len(argv) == 7:
+            return check(argv[1], int(argv[2]), argv[3], argv[4].encode(), argv[5], int(argv[6]))
+    except ValueError as e:
+        return f"bad arguments: {e}"
+    return "usage: probe.py wait HOST PORT TIMEOUT | check HOST PORT PATH BODY CONTENT_TYPE DEPTH"
+
+
+def main(argv: list[str]) -> int:
+    err = main_quiet(argv)
+    if err:
+        print(err)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,222 @@
+"""Child processes and /proc readings.
+
+Every process the harness starts goes through spawn() and is stopped by
+stop(): a new session (Ctrl-C in the terminal reaches only the harness, which
+stops its children in a known order), PR_SET_PDEATHSIG (if the harness is
+killed outright, the kernel sends the child SIGTERM), and a sweep of the
+child's session after it exits (an nginx worker whose master was killed).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from .util import log
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
+STOP_TIMEOUT = 5.0
+
+try:
+    _LIBC = ctypes.CDLL(None, use_errno=True)
+except OSError:  # pragma: no cover - not glibc
+    _LIBC = None
+_PR_SET_PDEATHSIG = 1
+
+
+def _child_preexec() -> None:
+    if _LIBC is not None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+_live: list[subprocess.Popen] = []
+
+
+def spawn(cmd: list[str], **kw) -> subprocess.Popen:
+    p = subprocess.Popen(cmd, start_new_session=True, preexec_fn=_child_preexec,
+                         stdin=subprocess.DEVNULL, **kw)
+    _live.append(p)
+    return p
+
+
+def forget(p: subprocess.Popen) -> None:
+    if p in _live:
+        _live.remove(p)
+
+
+def read_stat(pid: int) -> dict | None:
+    """Fields of /proc/PID/stat that matter here, or None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read().decode("ascii", "replace")
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    rest = data[data.rindex(")") + 2:].split()
+    # rest[0] is field 3 (state) of proc(5); field n is rest[n - 3].
+    return {
+        "state": rest[0],
+        "ppid": int(rest[1]),
+        "session": int(rest[3]),
+        "utime": int(rest[11]),   # all threads, live and exited
+        "stime": int(rest[12]),
+        "comm": data[data.index("(") + 1:data.rindex(")")],
+    }
+
+
+def _all_stats() -> dict[int, dict]:
+    stats = {}
+    for ent in os.listdir("/proc"):
+        if ent.isdigit():
+            st = read_stat(int(ent))
+            if st is not None:
+                stats[int(ent)] = st
+    return stats
+
+
+def session_members(sid: int) -> list[int]:
+    return [pid for pid, st in _all_stats().items() if st["session"] == sid and st["state"] != "Z"]
+
+
+def process_tree(root: int) -> dict[int, dict]:
+    """root and all of its descendants (zombies excluded), with their stat readings."""
+    stats = _all_stats()
+    if root not in stats:
+        return {}
+    children: dict[int, list[int]] = {}
+    for pid, st in stats.items():
+        children.setdefault(st["ppid"], []).append(pid)
+    tree, todo = {}, [root]
+    while todo:
+        pid = todo.pop()
+        if pid in stats and pid not in tree and stats[pid]["state"] != "Z":
+            tree[pid] = stats[pid]
+            todo.extend(children.get(pid, []))
+    return tree
+
+
+def ctx_switches(pid: int) -> int:
+    """Voluntary + involuntary context switches of pid's live threads."""
+    total = 0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                for line in f:
+                    if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
+                        total += int(line.split()[1])
+        except OSError:
+            continue
+    return total
+
+
+def peak_rss_kib(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def sample_tree(root: int) -> dict[int, dict]:
+    """CPU ticks and context switches of every process of the tree, now."""
+    out = {}
+    for pid, st in process_tree(root).items():
+        out[pid] = {"utime": st["utime"], "stime": st["stime"], "ctx": ctx_switches(pid), "comm": st["comm"]}
+    return out
+
+
+def read_cpu_lines() -> dict[str, list[int]]:
+    """Per-CPU jiffies from /proc/stat: user nice system idle iowait irq softirq steal."""
+    out = {}
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith("cpu"):
+                parts = line.split()
+                out[parts[0]] = [int(x) for x in parts[1:9]]
+    return out
+
+
+def cpus_busy(before: dict, after: dict, cpus: list[int]) -> tuple[float, float] | None:
+    """(busy seconds, stolen seconds) summed over cpus between two read_cpu_lines()."""
+    busy = steal = 0.0
+    for c in cpus:
+        key = f"cpu{c}"
+        if key not in before or key not in after:
+            return None
+        d = [(a - b) / CLK_TCK for a, b in zip(after[key], before[key])]
+        user, nice, system, idle, iowait, irq, softirq, st = d
+        busy += user + nice + system + irq + softirq
+        steal += st
+    return busy, steal
+
+
+def stop(p: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = STOP_TIMEOUT) -> int | None:
+    """Stop p and whatever it started in its session; return p's exit code."""
+    rc = p.returncode
+    if rc is None:
+        try:
+            p.send_signal(sig)
+        except ProcessLookupError:
+            pass
+        try:
+            rc = p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            log(f"warning: pid {p.pid} ({Path(str(p.args[0])).name} ...) ignored signal {sig} "
+                f"for {timeout:.0f}s; killing it")
+            for pid in session_members(p.pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            try:
+                rc = p.wait(timeout)
+            except subprocess.TimeoutExpired:
+                log(f"error: pid {p.pid} did not die after SIGKILL")
+    leftovers = session_members(p.pid)
+    for pid in leftovers:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    if leftovers:
+        deadline = time.monotonic() + timeout
+        while session_members(p.pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+    forget(p)
+    return rc
+
+
+def stop_all() -> None:
+    for p in list(reversed(_live)):
+        stop(p)
+
+
+def port_free(host: str, port: int) -> bool:
+    """True when nothing listens on host:port here (a bind would succeed)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+            return True
+        except OSError:
+            return False
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.bind((host if host not in ("0.0.0.0", "::") else host, 0))
+        return s.getsockname()[1]

@@ -1,0 +1,97 @@
+"""From runs to rows: medians over rounds, ratios to the baseline, and the diff to an earlier run."""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+
+from .util import spread
+
+LATENCY_KEYS = ("50", "75", "90", "99", "99.9", "99.99", "max", "mean")
+COMPARED = (("rps", "higher"), ("server_cpu_us_per_req", "lower"), ("latency_p99_us", "lower"))
+
+
+def row_key(r: dict) -> tuple[str, str, int]:
+    return r["target"], r["scenario"], r["connections"]
+
+
+def _metric(run: dict, name: str) -> float | None:
+    if name == "rps":
+        return run.get("rps")
+    if name == "server_cpu_us_per_req":
+        return run["server"].get("cpu_us_per_req")
+    if name == "latency_p99_us":
+        return (run.get("latency_us") or {}).get("99")
+    raise KeyError(name)
+
+
+def summarize(runs: list[dict], baseline: str | None) -> list[dict]:
+    groups: dict[tuple, list[dict]] = {}
+    for r in runs:
+        groups.setdefault(row_key(r), []).append(r)
+    # (scenario, connections, round) -> the baseline's valid run
+    base = {(r["scenario"], r["connections"], r["round"]): r
+            for r in runs if r["target"] == baseline and r["valid"]}
+    rows = []
+    for (target, scenario, conns), rs in groups.items():
+        ok = [r for r in rs if r["valid"]]
+        errors: Counter = Counter()
+        for r in rs:
+            errors.update({k: v for k, v in r["errors"].items() if v})
+        limits = Counter(r["limited_by"] for r in ok)
+        row = {
+            "target": target, "scenario": scenario, "connections": conns, "pipeline": rs[0]["pipeline"],
+            "runs": len(rs), "valid_runs": len(ok),
+            "rps": spread([r["rps"] for r in ok]),
+            "latency_us": {k: s for k in LATENCY_KEYS
+                           if (s := spread([(r["latency_us"] or {}).get(k) for r in ok])) is not None},
+            "server_cpu_us_per_req": spread([r["server"]["cpu_us_per_req"] for r in ok]),
+            "server_user_us_per_req": spread([r["server"]["user_us_per_req"] for r in ok]),
+            "server_sys_us_per_req": spread([r["server"]["sys_us_per_req"] for r in ok]),
+            "ctx_switches_per_req": spread([r["server"]["ctx_switches_per_req"] for r in ok]),
+            "peak_rss_kib": spread([r["server"]["peak_rss_kib"] for r in ok]),
+            "client_cpu_us_per_req": spread([r["client"]["us_per_req"] for r in ok]),
+            "errors": dict(errors),
+            "limited_by": limits.most_common(1)[0][0] if limits else ("errors" if rs else "unknown"),
+            "vs_baseline": {},
+            "latency_curve": [],
+        }
+        if ok:
+            # The curve of the run whose req/s is the median (the lower of the middle two).
+            by_rps = sorted(ok, key=lambda r: r["rps"] or 0)
+            row["latency_curve"] = by_rps[(len(by_rps) - 1) // 2]["latency_curve"]
+        for name, _better in COMPARED:
+            ratios = []
+            for r in ok:
+                b = base.get((scenario, conns, r["round"]))
+                mine, theirs = _metric(r, name), _metric(b, name) if b else None
+                if mine is not None and theirs:
+                    ratios.append(mine / theirs)
+            row["vs_baseline"][name] = statistics.median(ratios) if ratios else None
+        rows.append(row)
+    return rows
+
+
+def _row_metric(row: dict, name: str) -> dict | None:
+    if name == "latency_p99_us":
+        return (row.get("latency_us") or {}).get("99")
+    return row.get(name)
+
+
+def compare(old: dict, new_rows: list[dict], old_path: str) -> dict:
+    """Per row and metric: old and new medians, the change, and whether the
+    runs' min-max spreads are apart (significant)."""
+    old_rows = {row_key(r): r for r in old.get("summary", [])}
+    out = []
+    for row in new_rows:
+        o = old_rows.get(row_key(row))
+        if o is None:
+            continue
+        for name, _better in COMPARED:
+            a, b = _row_metric(o, name), _row_metric(row, name)
+            om, nm = (a or {}).get("median"), (b or {}).get("median")
+            change = (nm / om - 1) if om and nm is not None else None
+            significant = bool(a and b and (b["min"] > a["max"] or b["max"] < a["min"]))
+            out.append({"target": row["target"], "scenario": row["scenario"], "connections": row["connections"],
+                        "metric": name, "old": om, "new": nm, "change": change, "significant": significant})
+    return {"old": old_path, "old_started": old.get("started"), "rows": out}

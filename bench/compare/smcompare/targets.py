@@ -1,0 +1,316 @@
+"""What is compared: the models, the floor, nginx, h2o and the user's contenders.
+
+A Target knows how to start one fresh instance of its server (placed and
+pinned as the Placement says), when it is ready, and how to stop it. The
+harness starts every target once to check it (preflight), then fresh for
+every measured run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import selectors
+import shlex
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import probe, procs
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+PEERS_DIR = REPO_ROOT / "bench" / "peers"
+PROBE_SCRIPT = Path(__file__).resolve().parent / "probe.py"
+MODELS = ("epoll", "libuv", "threadpool", "blocking", "uring")
+PEERS = ("nginx", "h2o")
+ALL_TARGETS = (*MODELS, "floor", *PEERS)
+STARTUP_TIMEOUT = 15.0
+
+ENDPOINTS = {
+    # path: (expected body, Content-Type prefix)
+    "/plaintext": (b"Hello, World!", "text/plain"),
+    "/json": (b'{"message":"Hello, World!"}', "application/json"),
+}
+
+
+class StartError(Exception):
+    """The target could not start (skipped) or misbehaved at start (failed)."""
+
+    def __init__(self, reason: str, skipped: bool) -> None:
+        super().__init__(reason)
+        self.reason, self.skipped = reason, skipped
+
+
+@dataclass
+class Placement:
+    server_prefix: list[str]
+    client_prefix: list[str]
+    server_cpus: list[int] | None
+    server_threads: int
+    listen_address: str          # what servers bind
+    target_host: str             # where the load goes
+    remote: bool                 # server processes are not on this machine
+    tmp: Path
+    max_connections: int = 0     # the most any run opens (limits are raised to fit)
+
+    def pin(self, cmd: list[str]) -> list[str]:
+        taskset = ["taskset", "-c", ",".join(map(str, self.server_cpus))] if self.server_cpus else []
+        return [*self.server_prefix, *taskset, *cmd]
+
+    def wait_port(self, port: int, proc: subprocess.Popen, timeout: float = STARTUP_TIMEOUT) -> None:
+        """Return once the server accepts connections where the load will come from."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if proc.poll() is not None:
+                raise StartError(f"exited with code {proc.returncode} before accepting connections", False)
+            err = self._probe(["wait", self.target_host, str(port), "0.2"])
+            if err is None:
+                return
+            if time.monotonic() > deadline:
+                raise StartError(err, False)
+
+    def check(self, port: int, path: str, depth: int) -> str | None:
+        body, ctype = ENDPOINTS[path]
+        return self._probe(["check", self.target_host, str(port), path, body.decode(), ctype, str(depth)])
+
+    def _probe(self, argv: list[str]) -> str | None:
+        if not self.client_prefix:
+            return probe.main_quiet(argv)
+        r = subprocess.run([*self.client_prefix, sys.executable, str(PROBE_SCRIPT), *argv],
+                           capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+        if r.returncode == 0:
+            return None
+        return (r.stdout.strip() or r.stderr.strip() or f"probe exited with code {r.returncode}").splitlines()[0]
+
+
+def _tail(path: Path, n: int = 1) -> str:
+    try:
+        lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return " | ".join(lines[-n:])
+
+
+@dataclass
+class Target:
+    id: str
+    name: str
+    kind: str                      # model | floor | peer | contender
+    mode: str | None
+    label: str
+    requested: bool = False
+    paths: tuple[str, ...] = ("/plaintext", "/json")
+    status: str = "pending"        # measured | skipped | failed (pending while checking)
+    reason: str | None = None
+    command: list[str] | None = None
+    version: str | None = None
+    scenarios: list[str] = field(default_factory=list)
+    proc: subprocess.Popen | None = None
+    port: int = 0
+
+    # -- to be provided by kinds
+    def argv(self, place: Placement) -> list[str]:
+        raise NotImplementedError
+
+    def start(self, place: Placement) -> None:
+        raise NotImplementedError
+
+    # -- common
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self) -> int | None:
+        if self.proc is None:
+            return None
+        rc = procs.stop(self.proc)
+        self.proc = None
+        return rc
+
+    def problem_log(self) -> str:
+        return ""
+
+    def _stderr_path(self, place: Placement) -> Path:
+        return place.tmp / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', self.id)}.stderr"
+
+
+class ModelTarget(Target):
+    """A servermodels binary, or bench/floor: the shared options and ready line."""
+
+    def __init__(self, name: str, binary: Path, mode: str | None, requested: bool) -> None:
+        kind = "floor" if name == "floor" else "model"
+        tid = name if mode is None else f"{name}/{mode}"
+        label = ("bench/floor: no-parse responder, one canned plaintext response per request"
+                 if kind == "floor" else f"server-{name} --mode {mode}")
+        super().__init__(id=tid, name=name, kind=kind, mode=mode, label=label, requested=requested,
+                         paths=("/plaintext",) if kind == "floor" else ("/plaintext", "/json"))
+        self.binary = binary
+        self.ready_line = ""
+
+    def argv(self, place: Placement) -> list[str]:
+        cmd = [str(self.binary), "--address", place.listen_address, "--port", "0",
+               "--threads", str(place.server_threads)]
+        if place.server_cpus and len(place.server_cpus) == place.server_threads:
+            cmd += ["--cpus", ",".join(map(str, place.server_cpus))]
+        if self.mode:
+            cmd += ["--mode", self.mode]
+        if place.max_connections > 10000:   # the models' default --max-connections
+            cmd += ["--max-connections", str(place.max_connections + 64)]
+        return cmd
+
+    def start(self, place: Placement) -> None:
+        if not place.remote and not self.binary.exists():
+            raise StartError(f"not built ({self.binary} is missing)", True)
+        self.command = place.pin(self.argv(place))
+        err_path = self._stderr_path(place)
+        with open(err_path, "wb") as err:
+            self.proc = procs.spawn(self.command, stdout=subprocess.PIPE, stderr=err)
+        line = self._ready_line(err_path)
+        m = re.match(r"listening on http://(\[[^\]]+\]|[^:/\s]+):(\d+)\b", line)
+        if not m:
+            raise StartError(f"unexpected first line {line!r}, expected 'listening on http://HOST:PORT ...'", False)
+        self.ready_line, self.port = line, int(m.group(2))
+        threading.Thread(target=_drain, args=(self.proc,), daemon=True).start()
+
+    def _ready_line(self, err_path: Path) -> str:
+        assert self.proc is not None and self.proc.stdout is not None
+        sel = selectors.DefaultSelector()
+        fd = self.proc.stdout.fileno()
+        sel.register(fd, selectors.EVENT_READ)
+        buf = b""
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        try:
+            while b"\n" not in buf:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise StartError(f"no ready line within {STARTUP_TIMEOUT:.0f}s", False)
+                if sel.select(min(left, 0.2)):
+                    chunk = os.read(fd, 4096)
+                    if not chunk:
+                        try:
+                            rc = self.proc.wait(5)
+                        except subprocess.TimeoutExpired:
+                            rc = None
+                        why = _tail(err_path) or f"exit code {rc}"
+                        # It could not start here (io_uring refused, a bad
+                        # prefix, ...): skipped with its own words.
+                        raise StartError(f"cannot start here: {why}", True)
+                    buf += chunk
+        finally:
+            sel.close()
+        return buf.partition(b"\n")[0].decode(errors="replace").strip()
+
+    def problem_log(self) -> str:
+        return ""
+
+
+def _drain(p: subprocess.Popen) -> None:
+    """Keep reading a server's stdout so a chatty server never blocks on a full pipe."""
+    try:
+        fd = p.stdout.fileno()  # type: ignore[union-attr]
+        while os.read(fd, 65536):
+            pass
+    except (OSError, ValueError, AttributeError):
+        return
+
+
+class PortTarget(Target):
+    """A server started on a port chosen here, ready once the port accepts."""
+
+    def _spawn_on_port(self, place: Placement, argv: list[str]) -> None:
+        self.command = place.pin(argv)
+        err_path = self._stderr_path(place)
+        with open(err_path, "wb") as err:
+            self.proc = procs.spawn(self.command, stdout=err, stderr=subprocess.STDOUT)
+        try:
+            place.wait_port(self.port, self.proc)
+        except StartError as e:
+            why = _tail(err_path, 3)
+            raise StartError(f"{e.reason}{': ' + why if why else ''}", e.skipped) from None
+
+
+class NginxTarget(PortTarget):
+    def __init__(self, exe: str, requested: bool) -> None:
+        super().__init__(id="nginx", name="nginx", kind="peer", mode=None, label="nginx", requested=requested)
+        self.exe = exe
+
+    def start(self, place: Placement) -> None:
+        exe = shutil.which(self.exe)
+        if exe is None:
+            raise StartError(f"not installed ({self.exe} not found; scripts/deps.sh bench installs it)", True)
+        if self.version is None:
+            r = subprocess.run([exe, "-v"], capture_output=True, text=True, timeout=10)
+            self.version = (r.stdout + r.stderr).strip().replace("nginx version: ", "")
+            self.label = f"{self.version}, {place.server_threads} worker(s), return 200"
+        d = place.tmp / "nginx"
+        d.mkdir(exist_ok=True)
+        self.port = procs.free_port()
+        addr = f"[{place.listen_address}]" if ":" in place.listen_address else place.listen_address
+        conf = ((PEERS_DIR / "nginx.conf.in").read_text()
+                .replace("@TMP@", str(d)).replace("@PORT@", str(self.port))
+                .replace("@WORKERS@", str(place.server_threads)).replace("@ADDRESS@", addr)
+                .replace("@WORKER_CONNECTIONS@", str(max(4096, place.max_connections + 64))))
+        (d / "nginx.conf").write_text(conf)
+        self._spawn_on_port(place, [exe, "-p", f"{d}/", "-c", str(d / "nginx.conf"), "-e", str(d / "error.log")])
+
+
+class H2oTarget(PortTarget):
+    def __init__(self, exe: str, requested: bool) -> None:
+        super().__init__(id="h2o", name="h2o", kind="peer", mode=None, label="h2o", requested=requested)
+        self.exe = exe
+
+    def start(self, place: Placement) -> None:
+        exe = shutil.which(self.exe)
+        if exe is None:
+            raise StartError(f"not installed ({self.exe} not found; scripts/deps.sh bench installs it)", True)
+        if self.version is None:
+            r = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=10)
+            self.version = (r.stdout.splitlines() or ["h2o"])[0].replace(" version ", " ")
+            self.label = f"{self.version}, {place.server_threads} thread(s), mruby handler"
+        d = place.tmp / "h2o"
+        d.mkdir(exist_ok=True)
+        self.port = procs.free_port()
+        conf = ((PEERS_DIR / "h2o.conf.in").read_text()
+                .replace("@PORT@", str(self.port)).replace("@THREADS@", str(place.server_threads))
+                .replace("@ADDRESS@", place.listen_address))
+        (d / "h2o.conf").write_text(conf)
+        self._spawn_on_port(place, [exe, "-c", str(d / "h2o.conf")])
+
+
+class ContenderTarget(PortTarget):
+    """--contender NAME='COMMAND with {port} and {host}'."""
+
+    def __init__(self, name: str, template: str) -> None:
+        super().__init__(id=name, name=name, kind="contender", mode=None, label=template, requested=True)
+        self.template = template
+
+    def start(self, place: Placement) -> None:
+        self.port = procs.free_port()
+        argv = [a.replace("{port}", str(self.port)).replace("{host}", place.listen_address)
+                for a in shlex.split(self.template)]
+        if not place.remote and shutil.which(argv[0]) is None:
+            raise StartError(f"{argv[0]!r} not found", True)
+        self._spawn_on_port(place, argv)
+
+
+def parse_contender(spec: str) -> tuple[str, str]:
+    """'NAME=COMMAND' -> (NAME, COMMAND); ValueError with the reason."""
+    name, sep, cmd = spec.partition("=")
+    name = name.strip()
+    if not sep or not name or not cmd.strip():
+        raise ValueError(f"--contender {spec!r}: expected NAME='COMMAND with {{port}}'")
+    if not re.fullmatch(r"[^\s/=,]+", name) or name in ALL_TARGETS:
+        raise ValueError(f"--contender {spec!r}: NAME must be one word without '/', '=' or ','"
+                         f" and not a built-in target ({', '.join(ALL_TARGETS)})")
+    try:
+        words = shlex.split(cmd)
+    except ValueError as e:
+        raise ValueError(f"--contender {spec!r}: {e}") from None
+    if not words:
+        raise ValueError(f"--contender {spec!r}: empty command")
+    if "{port}" not in cmd:
+        raise ValueError(f"--contender {spec!r}: the command needs {{port}} where the port to listen on goes")
+    return name, cmd

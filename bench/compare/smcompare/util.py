@@ -1,0 +1,99 @@
+"""Small shared helpers: logging, number formatting, medians."""
+
+from __future__ import annotations
+
+import statistics
+import sys
+
+
+class SetupError(Exception):
+    """Something that prevents measuring at all; exit code 2."""
+
+
+class Interrupted(Exception):
+    """SIGTERM/SIGHUP received; handled like Ctrl-C."""
+
+
+def log(msg: str = "") -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def spread(values: list[float | int | None]) -> dict | None:
+    """{"median", "min", "max"} of the values that are not None, or None."""
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return None
+    return {"median": statistics.median(vals), "min": min(vals), "max": max(vals)}
+
+
+def fmt_rate(x: float | None) -> str:
+    if x is None:
+        return "-"
+    if x >= 1e6:
+        return f"{x / 1e6:.2f}M"
+    if x >= 1e3:
+        return f"{x / 1e3:.1f}k"
+    return f"{x:.0f}"
+
+
+def fmt_num(x: float | None, digits: int = 3) -> str:
+    """x with about `digits` significant digits (1.23, 12.3, 123)."""
+    if x is None:
+        return "-"
+    if x == 0:
+        return "0"
+    a = abs(x)
+    if a >= 10 ** digits:
+        return f"{x:.0f}"
+    for d in range(digits):
+        if a >= 10 ** (digits - 1 - d):
+            return f"{x:.{d}f}"
+    return f"{x:.{digits}g}"
+
+
+def fmt_ratio(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}x"
+
+
+def fmt_ms(us: float | None) -> str:
+    if us is None:
+        return "-"
+    return f"{us / 1000:.2f}ms" if us < 100_000 else f"{us / 1e6:.2f}s"
+
+
+def fmt_duration(s: float) -> str:
+    s = max(0, int(round(s)))
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+
+
+def cpu_list(cpus: list[int] | None) -> str | None:
+    """[0, 1, 2, 5] -> "0-2,5"."""
+    if cpus is None:
+        return None
+    out, start, prev = [], None, None
+    for c in sorted(cpus) + [None]:
+        if start is None:
+            start = prev = c
+        elif c is not None and c == prev + 1:
+            prev = c
+        else:
+            out.append(str(start) if start == prev else f"{start}-{prev}")
+            start = prev = c
+    return ",".join(out)
+
+
+def parse_cpu_list(text: str) -> list[int]:
+    """ "0-2,5" -> [0, 1, 2, 5]; ValueError on anything else."""
+    cpus: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            raise ValueError("empty entry")
+        lo, sep, hi = part.partition("-")
+        a, b = int(lo), int(hi) if sep else int(lo)
+        if a < 0 or b < a:
+            raise ValueError(f"bad range {part!r}")
+        cpus.extend(range(a, b + 1))
+    if len(set(cpus)) != len(cpus):
+        raise ValueError("a CPU is listed twice")
+    return cpus
