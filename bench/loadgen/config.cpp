@@ -151,6 +151,11 @@ ParsedConfig parse_config(int argc, const char* const* argv) {
     app.add_option("--json", c.json_path, "Write the results as JSON to FILE ('-': stdout)");
     app.add_option("--cpus", cpus, "Pin thread i to the i-th CPU of this list (e.g. 1 or 2-3)");
     app.add_flag("-q,--quiet", c.quiet, "No text summary (errors still go to stderr)");
+    app.add_flag("--announce", c.announce,
+                 "Before the load starts, print 'schedule monotonic_ns start=S measure=M end=E': "
+                 "when the warm-up starts, and the measured window starts and ends, on "
+                 "CLOCK_MONOTONIC (for a harness that samples the server's CPU time over exactly "
+                 "the measured window)");
     app.add_option("--engine", engine,
                    "I/O engine: epoll, uring (io_uring), or auto (uring when io_uring works "
                    "here, else epoll)")

@@ -52,6 +52,7 @@ struct Config {
     std::string json_path;  // "-": stdout
     std::vector<int> cpus;  // pin thread i to cpus[i % size]
     bool quiet = false;     // no progress or text summary, only errors (and --json)
+    bool announce = false;  // print the run's schedule (CLOCK_MONOTONIC) before the load starts
     Engine engine = Engine::automatic;
     std::vector<std::string> argv;  // the command line, for the JSON record
 

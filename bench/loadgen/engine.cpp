@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <memory>
@@ -281,6 +282,14 @@ Outcome run_load(const Config& config, const Endpoint& endpoint, const std::atom
     times.start = now_ns() + 20'000'000;  // threads are up before the load starts
     times.measure = times.start + config.warmup.count();
     times.end = times.measure + config.duration.count();
+    if (config.announce) {
+        // On the text stream (stderr when stdout carries --json -), flushed
+        // now: the reader acts on it while the load runs.
+        std::FILE* out = config.json_path == "-" ? stderr : stdout;
+        fmt::print(out, "schedule monotonic_ns start={} measure={} end={}\n", times.start,
+                   times.measure, times.end);
+        std::fflush(out);
+    }
 
     std::atomic<bool> gone{false};
     const unsigned threads = config.threads;

@@ -4,10 +4,14 @@
 // timeout; nothing here judges speed, only what is counted and reported.
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -240,6 +244,33 @@ TEST_CASE("epoll warm-up is reported apart", "[loadgen][epoll]") {
     check_no_errors(r);
     // The window is the measured half only.
     CHECK(r.number("/duration_s") >= 0.45);
+}
+
+TEST_CASE("epoll --announce prints the schedule before the load, on the monotonic clock",
+          "[loadgen][epoll]") {
+    auto server = start_epoll();
+    const auto mono_ns = [] {
+        timespec ts{};
+        ::clock_gettime(CLOCK_MONOTONIC, &ts);
+        return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+    };
+    const std::int64_t before = mono_ns();
+    const Run run = run_loadgen({"-t1", "-c2", "-d", "300ms", "--warmup", "200ms", "-q", "--announce",
+                                 url_of(*server, "/plaintext")});
+    const std::int64_t after = mono_ns();
+    INFO(run.describe());
+    CHECK(run.exited_with(0));
+    long long start = 0, measure = 0, end = 0;
+    REQUIRE(std::sscanf(run.result.out.c_str(), "schedule monotonic_ns start=%lld measure=%lld end=%lld\n",
+                        &start, &measure, &end) == 3);
+    // The only line (-q), and the times are this machine's CLOCK_MONOTONIC:
+    // inside the run, warm-up then window, as long as asked.
+    CHECK(std::count(run.result.out.begin(), run.result.out.end(), '\n') == 1);
+    CHECK(start > before);
+    CHECK(end < after);
+    CHECK(measure - start == 200'000'000);
+    CHECK(end - measure == 300'000'000);
+    check_no_errors(run.json());
 }
 
 TEST_CASE("epoll HEAD responses are framed without bodies", "[loadgen][epoll]") {
