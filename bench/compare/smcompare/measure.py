@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -48,13 +49,14 @@ class Load:
     remote: bool
     tmp: Path
 
-    def command(self, host: str, port: int, sc: Scenario, conns: int, seconds: float, json_path: Path) -> list[str]:
+    def command(self, host: str, port: int, sc: Scenario, conns: int, json_path: Path) -> list[str]:
         hostpart = f"[{host}]" if ":" in host else host
         body = ENDPOINTS[sc.path][0].decode()
         expect = ["--expect-json", body] if sc.path == "/json" else ["--expect-body", body]
         threads = min(self.client_threads, conns)
-        cmd = [str(self.loadgen), "-t", str(threads), "-c", str(conns), "-d", f"{round(seconds * 1000)}ms",
-               "--pipeline", str(sc.pipeline), *expect, "--engine", self.engine, "--json", str(json_path), "-q"]
+        cmd = [str(self.loadgen), "-t", str(threads), "-c", str(conns), "-d", f"{round(self.duration * 1000)}ms",
+               "--warmup", f"{round(self.warmup * 1000)}ms", "--pipeline", str(sc.pipeline), *expect,
+               "--engine", self.engine, "--json", str(json_path), "-q", "--announce"]
         if self.client_cpus:
             cmd += ["--cpus", ",".join(map(str, self.client_cpus))]
         cmd.append(f"http://{hostpart}:{port}{sc.path}")
@@ -62,28 +64,59 @@ class Load:
         return [*self.client_prefix, *taskset, *cmd]
 
 
-def _run_loadgen(cmd: list[str], seconds: float, out: Path) -> tuple[int | None, float, str]:
-    """Run loadgen to completion (killed if it overstays); (exit code, wall s, stderr)."""
+class Window:
+    """Readings of the server at the start and the end of loadgen's measured window."""
+
+    def __init__(self) -> None:
+        self.before: dict[int, dict] = {}
+        self.after: dict[int, dict] = {}
+        self.cpu_before: dict = {}
+        self.cpu_after: dict = {}
+        self.seconds = 0.0
+
+
+def _sleep_until(ns: int) -> None:
+    left = (ns - time.monotonic_ns()) / 1e9
+    if left > 0:
+        time.sleep(left)
+
+
+def _run_loadgen(cmd: list[str], seconds: float, out: Path, pids: list[int] | None) -> tuple[int | None, str, Window | None]:
+    """Run loadgen (--announce) to completion, killed if it overstays; read the
+    server's processes (pids) when its measured window starts and ends.
+    (exit code, stderr, the window's readings or None)."""
     err_path = out.with_suffix(".stderr")
+    window = None
     with open(err_path, "wb") as err:
-        t0 = time.monotonic()
-        p = procs.spawn(cmd, stdout=subprocess.DEVNULL, stderr=err)
+        p = procs.spawn(cmd, stdout=subprocess.PIPE, stderr=err)
         limit = seconds + 30.0
         # waitid(WNOWAIT) leaves the zombie until the timer is cancelled, so
         # the watchdog can never hit a recycled PID.
         timer = threading.Timer(limit, lambda: os.kill(p.pid, signal.SIGKILL))
         timer.start()
         try:
+            line = p.stdout.readline().decode(errors="replace")  # type: ignore[union-attr]
+            m = re.match(r"schedule monotonic_ns start=(\d+) measure=(\d+) end=(\d+)", line)
+            if m and pids is not None:
+                measure_ns, end_ns = int(m.group(2)), int(m.group(3))
+                window = Window()
+                _sleep_until(measure_ns)
+                window.before, window.cpu_before = procs.sample_pids(pids), procs.read_cpu_lines()
+                t0 = time.monotonic()
+                _sleep_until(end_ns)
+                window.after, window.cpu_after = procs.sample_pids(pids), procs.read_cpu_lines()
+                window.seconds = time.monotonic() - t0
+            p.stdout.read()  # type: ignore[union-attr]
             os.waitid(os.P_PID, p.pid, os.WEXITED | os.WNOWAIT)
         finally:
             timer.cancel()
-        rc = p.wait()
-        wall = time.monotonic() - t0
-        procs.forget(p)
+            rc = p.wait()
+            p.stdout.close()  # type: ignore[union-attr]
+            procs.forget(p)
     stderr = err_path.read_text(errors="replace").strip()
-    if wall >= limit:
+    if rc == -signal.SIGKILL:
         stderr = f"killed after {limit:.0f}s. " + stderr
-    return rc, wall, stderr
+    return rc, stderr, window
 
 
 def _curve(spectrum: list[dict]) -> list[list[float]]:
@@ -105,10 +138,6 @@ def _flatten_latency(lat: dict | None) -> dict:
     out["max"] = lat.get("max_us")
     out["mean"] = lat.get("mean_us")
     return out
-
-
-def _server_reading(target: Target) -> dict[int, dict]:
-    return procs.sample_tree(target.proc.pid) if target.proc is not None else {}
 
 
 def run_once(target: Target, place: Placement, load: Load, sc: Scenario, conns: int, rnd: int, at: float) -> dict:
@@ -144,23 +173,12 @@ def run_once(target: Target, place: Placement, load: Load, sc: Scenario, conns: 
 
 def _measure(target: Target, place: Placement, load: Load, sc: Scenario, conns: int, rnd: int, rec: dict) -> None:
     tag = f"{target.id}-{sc.name}-c{conns}-r{rnd}".replace("/", "_")
-    if load.warmup > 0:
-        wjson = load.tmp / f"{tag}.warmup.json"
-        wcmd = load.command(place.target_host, target.port, sc, conns, load.warmup, wjson)
-        rc, _, err = _run_loadgen(wcmd, load.warmup, wjson)
-        if rc != 0:
-            rec["problems"].append(f"warm-up loadgen exited with code {rc}: {err[:300]}")
-            return
     jpath = load.tmp / f"{tag}.json"
-    cmd = load.command(place.target_host, target.port, sc, conns, load.duration, jpath)
+    cmd = load.command(place.target_host, target.port, sc, conns, jpath)
     rec["commands"]["client"] = cmd
     local = not load.remote
-    before = _server_reading(target) if local else {}
-    cpu_before = procs.read_cpu_lines()
-    rc, wall, err = _run_loadgen(cmd, load.duration, jpath)
-    cpu_after = procs.read_cpu_lines()
-    after = _server_reading(target) if local else {}
-    rss = [procs.peak_rss_kib(pid) for pid in after] if local else []
+    pids = sorted(procs.process_tree(target.proc.pid)) if local and target.proc else None
+    rc, err, window = _run_loadgen(cmd, load.warmup + load.duration, jpath, pids)
     rec["client"]["exit"] = rc
     if rc != 0:
         rec["problems"].append(f"loadgen exited with code {rc}" + (f": {err[:300]}" if err else ""))
@@ -173,8 +191,12 @@ def _measure(target: Target, place: Placement, load: Load, sc: Scenario, conns: 
     if not target.alive():
         rec["problems"].append(f"the server died during the run (exit code {target.proc.returncode if target.proc else '?'})")
     if local:
-        _server_costs(before, after, rss, wall, load, rec)
-        _noise(cpu_before, cpu_after, wall, load, rec)
+        if window is None:
+            rec["problems"].append("loadgen announced no schedule: the server's costs were not measured")
+        else:
+            rss = [procs.peak_rss_kib(pid) for pid in window.after]
+            _server_costs(window, rss, load, rec)
+            _noise(window, load, rec)
     _limit(rec)
 
 
@@ -205,8 +227,9 @@ def _from_loadgen(doc: dict, rec: dict) -> None:
         rec["problems"].append("no request completed")
 
 
-def _server_costs(before: dict, after: dict, rss: list, wall: float, load: Load, rec: dict) -> None:
+def _server_costs(w: Window, rss: list, load: Load, rec: dict) -> None:
     srv = rec["server"]
+    before, after = w.before, w.after
     srv["pids"] = sorted(after)
     if set(before) != set(after):
         rec["noisy"].append(f"server process set changed during the run: {sorted(before)} -> {sorted(after)}")
@@ -223,24 +246,20 @@ def _server_costs(before: dict, after: dict, rss: list, wall: float, load: Load,
         srv["user_us_per_req"] = user / n * 1e6
         srv["sys_us_per_req"] = sys_ / n * 1e6
         srv["ctx_switches_per_req"] = ctx / n
-    # Share of the server's CPUs used over loadgen's measured window (the
-    # CPU was read around loadgen's whole life, but the server idles while
-    # loadgen connects and exits).
     cpus = len(load.server_cpus) if load.server_cpus else load.server_threads
-    window = rec["duration_s"] or wall
-    srv["util"] = (user + sys_) / window / cpus if window > 0 else None
+    srv["util"] = (user + sys_) / w.seconds / cpus if w.seconds > 0 else None
 
 
-def _noise(cpu_before: dict, cpu_after: dict, wall: float, load: Load, rec: dict) -> None:
-    for side, cpus, own in (("server", load.server_cpus, (rec["server"]["cpu_user_s"] or 0) + (rec["server"]["cpu_sys_s"] or 0)),
-                            ("client", load.client_cpus, None)):
-        if not cpus or wall <= 0:
+def _noise(w: Window, load: Load, rec: dict) -> None:
+    own_server = (rec["server"]["cpu_user_s"] or 0) + (rec["server"]["cpu_sys_s"] or 0)
+    for side, cpus, own in (("server", load.server_cpus, own_server), ("client", load.client_cpus, None)):
+        if not cpus or w.seconds <= 0:
             continue
-        got = procs.cpus_busy(cpu_before, cpu_after, cpus)
+        got = procs.cpus_busy(w.cpu_before, w.cpu_after, cpus)
         if got is None:
             continue
         busy, steal = got
-        capacity = wall * len(cpus)
+        capacity = w.seconds * len(cpus)
         if own is not None and (busy - own) / capacity > NOISE_BUSY:
             rec["noisy"].append(f"{side} CPUs {(busy - own) / capacity * 100:.0f}% busy with other work")
         if steal / capacity > NOISE_STEAL:

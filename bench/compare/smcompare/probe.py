@@ -81,7 +81,8 @@ def check(host: str, port: int, path: str, body: bytes, ctype: str, depth: int) 
                     got = r.read()
                     what = f"GET {path}" + (f" (pipelined {i + 1}/{batch})" if batch > 1 else "")
                     if r.status != 200 or got != body:
-                        return f"{what} answered {r.status} {got[:120]!r}, expected 200 {body!r}"
+                        shown = got[:60] + (b"..." if len(got) > 60 else b"")
+                        return f"{what} answered {r.status} {shown!r}, expected 200 {body!r}"
                     ct = r.getheader("Content-Type", "")
                     if not ct.startswith(ctype):
                         return f"{what}: Content-Type {ct!r}, expected {ctype}"

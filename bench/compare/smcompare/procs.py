@@ -129,11 +129,13 @@ def peak_rss_kib(pid: int) -> int | None:
     return None
 
 
-def sample_tree(root: int) -> dict[int, dict]:
-    """CPU ticks and context switches of every process of the tree, now."""
+def sample_pids(pids: list[int]) -> dict[int, dict]:
+    """CPU ticks and context switches of these processes (those still alive), now."""
     out = {}
-    for pid, st in process_tree(root).items():
-        out[pid] = {"utime": st["utime"], "stime": st["stime"], "ctx": ctx_switches(pid), "comm": st["comm"]}
+    for pid in pids:
+        st = read_stat(pid)
+        if st is not None and st["state"] != "Z":
+            out[pid] = {"utime": st["utime"], "stime": st["stime"], "ctx": ctx_switches(pid), "comm": st["comm"]}
     return out
 
 

@@ -71,7 +71,9 @@ class Placement:
             if err is None:
                 return
             if time.monotonic() > deadline:
-                raise StartError(err, False)
+                why = err.rpartition("(")[2].rstrip(")")
+                raise StartError(f"nothing accepts connections on {self.target_host}:{port} after "
+                                 f"{timeout:.0f}s ({why})", False)
 
     def check(self, port: int, path: str, depth: int) -> str | None:
         body, ctype = ENDPOINTS[path]

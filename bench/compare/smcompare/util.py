@@ -43,6 +43,8 @@ def fmt_num(x: float | None, digits: int = 3) -> str:
     if x == 0:
         return "0"
     a = abs(x)
+    if a < 0.001:
+        return "<0.001" if x > 0 else "-<0.001"
     if a >= 10 ** digits:
         return f"{x:.0f}"
     for d in range(digits):
