@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <cstring>
 #include <ctime>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -61,6 +62,8 @@ inline constexpr std::int64_t kFirstBackoffNs = 10'000'000;  // 10 ms
 inline constexpr std::int64_t kMaxBackoffNs = 1'000'000'000;
 inline constexpr std::int64_t kGoneAfterNs =
     2'000'000'000;  // no connection and failing connects this long
+// Connections opened per round of the event loop at the start.
+inline constexpr std::size_t kOpenBatch = 128;
 
 // The response body every 2xx must carry (--expect-body / --expect-json).
 class BodyCheck {
@@ -522,17 +525,26 @@ void Worker<Io>::run() {
     std::int64_t now = now_ns();
     last_good_ = now;
     next_scan_ = now + scan_interval_;
+    // Connections open a batch at a time between rounds of the event loop:
+    // a connect() costs tens of microseconds, and thousands in one go would
+    // leave the first ones unserved (and, past ~15k here, the whole run).
+    std::size_t unopened = 0;
     for (Conn& c : conns_)
-        open(c, now);
+        c.retry_at = std::numeric_limits<std::int64_t>::max();  // not scan()'s to open
     while (!stop_.load(std::memory_order_relaxed) && !gone_.load(std::memory_order_relaxed)) {
         now = now_ns();
+        for (const std::size_t batch_end = std::min(unopened + kOpenBatch, conns_.size());
+             unopened < batch_end; ++unopened)
+            open(conns_[unopened], now);
         if (!window_started_ && now >= times_.measure) {
             window_started_ = true;
             sample_cpu(false);
         }
         if (now >= times_.end) break;
-        // The next thing due: the end, a scan, the window, a --rate request.
+        // The next thing due: the end, a scan, the window, a --rate request;
+        // nothing while connections remain to be opened.
         std::int64_t until = std::min(times_.end, next_scan_);
+        if (unopened < conns_.size()) until = now;
         if (!window_started_) until = std::min(until, times_.measure);
         if (open_loop_) until = std::min(until, schedule_.due_time(released_));
         io().wait_and_dispatch(now, until);
