@@ -226,7 +226,7 @@ def run_client(args, client: str, sc: str, target, duration: int, tmp: Path) -> 
         timed_out = time.monotonic() - t0 >= limit
         _, status, ru = os.wait4(p.pid, 0)
         p.returncode = os.waitstatus_to_exitcode(status)
-        W._live.remove(p)
+        W.forget(p)
         wall = time.monotonic() - t0
     tree_after = target.pids()
     cpu_after = W.read_cpu_lines()

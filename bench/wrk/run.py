@@ -39,7 +39,6 @@ Standard library only. See bench/wrk/README.md.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import datetime as _dt
 import hashlib
 import http.client
@@ -105,141 +104,25 @@ def log(msg: str = "") -> None:
 
 
 # ---------------------------------------------------------------------------
-# Child processes: every one goes through spawn() and is stopped by stop().
+# Child processes and /proc readings: bench/compare's (spawn() with a new
+# session and PR_SET_PDEATHSIG, stop() sweeping the child's session).
 
-_LIBC = None
-try:
-    _LIBC = ctypes.CDLL(None, use_errno=True)
-except OSError:  # pragma: no cover - not Linux/glibc
-    _LIBC = None
-PR_SET_PDEATHSIG = 1
+sys.path.insert(0, str(REPO_ROOT / "bench" / "compare"))
+from smcompare import procs as _procs  # noqa: E402
+from smcompare.util import fmt_rate, fmt_ratio  # noqa: E402
 
+spawn, stop, stop_all, read_cpu_lines = _procs.spawn, _procs.stop, _procs.stop_all, _procs.read_cpu_lines
+forget = _procs.forget
 
-def _child_preexec() -> None:
-    # If this script dies without running its cleanup (SIGKILL), the kernel
-    # sends SIGTERM to the child, so no server or wrk is left behind. It
-    # survives exec (taskset execs the real program). nginx workers are
-    # stopped by their master on SIGTERM.
-    if _LIBC is not None:
-        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-
-
-_live: list[subprocess.Popen] = []
-
-
-def spawn(cmd: list[str], **kw) -> subprocess.Popen:
-    # New session: Ctrl-C in the terminal reaches only this script, which
-    # then stops the children itself in a known order.
-    p = subprocess.Popen(cmd, start_new_session=True, preexec_fn=_child_preexec,
-                         stdin=subprocess.DEVNULL, **kw)
-    _live.append(p)
-    return p
-
-
-def _session_members(sid: int) -> list[int]:
-    """PIDs whose session id is sid (our children are session leaders)."""
-    out = []
-    for ent in os.listdir("/proc"):
-        if not ent.isdigit():
-            continue
-        st = _read_stat(int(ent))
-        if st is not None and st["session"] == sid:
-            out.append(int(ent))
-    return out
-
-
-def stop(p: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = STOP_TIMEOUT) -> int | None:
-    """Stop p (and whatever it forked in its session); return its exit code."""
-    rc = p.returncode
-    if rc is None:
-        try:
-            p.send_signal(sig)
-        except ProcessLookupError:
-            pass
-        try:
-            rc = p.wait(timeout)
-        except subprocess.TimeoutExpired:
-            log(f"warning: pid {p.pid} ({Path(p.args[0]).name} ...) ignored signal {sig} for {timeout:.0f}s; killing it")
-            for pid in _session_members(p.pid):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            try:
-                rc = p.wait(timeout)
-            except subprocess.TimeoutExpired:
-                log(f"error: pid {p.pid} did not die after SIGKILL")
-    # Anything of its session still around (e.g. an nginx worker whose master
-    # was killed) is killed by PID.
-    leftovers = _session_members(p.pid)
-    for pid in leftovers:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    if leftovers:
-        log(f"warning: killed leftover processes {leftovers} of session {p.pid}")
-    if p in _live:
-        _live.remove(p)
-    return rc
-
-
-def stop_all() -> None:
-    for p in list(reversed(_live)):
-        stop(p)
-
-
-# ---------------------------------------------------------------------------
-# /proc readings
 
 def _read_stat(pid: int) -> dict | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read().decode("ascii", "replace")
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return None
-    rest = data[data.rindex(")") + 2:].split()
-    # rest[0] is field 3 (state) of proc(5); field n is rest[n - 3].
-    return {
-        "state": rest[0],
-        "ppid": int(rest[1]),
-        "session": int(rest[3]),
-        "ticks": int(rest[11]) + int(rest[12]),  # utime + stime, all threads
-        "comm": data[data.index("(") + 1:data.rindex(")")],
-    }
+    st = _procs.read_stat(pid)
+    return None if st is None else {**st, "ticks": st["utime"] + st["stime"]}
 
 
 def process_tree(root: int) -> dict[int, dict]:
-    """root and all of its descendants, with their stat readings."""
-    stats = {}
-    for ent in os.listdir("/proc"):
-        if ent.isdigit():
-            st = _read_stat(int(ent))
-            if st is not None:
-                stats[int(ent)] = st
-    if root not in stats:
-        return {}
-    children: dict[int, list[int]] = {}
-    for pid, st in stats.items():
-        children.setdefault(st["ppid"], []).append(pid)
-    tree, todo = {}, [root]
-    while todo:
-        pid = todo.pop()
-        if pid in stats and pid not in tree:
-            tree[pid] = stats[pid]
-            todo.extend(children.get(pid, []))
-    return tree
-
-
-def read_cpu_lines() -> dict[str, list[int]]:
-    """Per-CPU jiffies from /proc/stat: user nice system idle iowait irq softirq steal."""
-    out = {}
-    with open("/proc/stat") as f:
-        for line in f:
-            if line.startswith("cpu"):
-                parts = line.split()
-                out[parts[0]] = [int(x) for x in parts[1:9]]
-    return out
+    """root and all of its descendants, with their stat readings (ticks: utime + stime)."""
+    return {pid: {**st, "ticks": st["utime"] + st["stime"]} for pid, st in _procs.process_tree(root).items()}
 
 
 def cpu_delta(before: dict, after: dict, cpu: int) -> dict:
@@ -255,9 +138,7 @@ def cpu_delta(before: dict, after: dict, cpu: int) -> dict:
 # Small helpers
 
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return _procs.free_port()
 
 
 def wait_port(port: int, proc: subprocess.Popen, timeout: float = STARTUP_TIMEOUT) -> None:
@@ -292,22 +173,8 @@ def tail(path: Path, n: int = 20) -> str:
     return "\n".join("    " + ln for ln in lines[-n:])
 
 
-def fmt_rate(x: float | None) -> str:
-    if x is None:
-        return "-"
-    if x >= 1e6:
-        return f"{x / 1e6:.2f}M"
-    if x >= 1e3:
-        return f"{x / 1e3:.1f}k"
-    return f"{x:.0f}"
-
-
 def fmt_us(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}"
-
-
-def fmt_ratio(x: float | None) -> str:
-    return "-" if x is None else f"{x:.2f}x"
 
 
 # ---------------------------------------------------------------------------
@@ -639,7 +506,7 @@ def run_wrk(args, target: Target, endpoint: str, pipelined: bool, duration: int,
         timed_out = time.monotonic() - t0 >= limit
         _, status, ru = os.wait4(p.pid, 0)
         p.returncode = os.waitstatus_to_exitcode(status)
-        _live.remove(p)
+        forget(p)
         wall = time.monotonic() - t0
     tree_after = target.pids()
     cpu_after = read_cpu_lines()

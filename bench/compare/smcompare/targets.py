@@ -234,9 +234,13 @@ class PortTarget(Target):
             raise StartError(f"{e.reason}{': ' + why if why else ''}", e.skipped) from None
 
 
-class NginxTarget(PortTarget):
-    def __init__(self, exe: str, requested: bool) -> None:
-        super().__init__(id="nginx", name="nginx", kind="peer", mode=None, label="nginx", requested=requested)
+class PeerTarget(PortTarget):
+    """A reference server installed here (nginx, h2o), configured from
+    bench/peers/NAME.conf.in in its own directory."""
+    version_flag = "--version"
+
+    def __init__(self, name: str, exe: str, requested: bool) -> None:
+        super().__init__(id=name, name=name, kind="peer", mode=None, label=name, requested=requested)
         self.exe = exe
 
     def start(self, place: Placement) -> None:
@@ -244,42 +248,67 @@ class NginxTarget(PortTarget):
         if exe is None:
             raise StartError(f"not installed ({self.exe} not found; scripts/deps.sh bench installs it)", True)
         if self.version is None:
-            r = subprocess.run([exe, "-v"], capture_output=True, text=True, timeout=10)
-            self.version = (r.stdout + r.stderr).strip().replace("nginx version: ", "")
-            self.label = f"{self.version}, {place.server_threads} worker(s), return 200"
-        d = place.tmp / "nginx"
+            r = subprocess.run([exe, self.version_flag], capture_output=True, text=True, timeout=10)
+            self.version = self.describe_version((r.stdout + r.stderr).strip())
+            self.label = self.describe(place)
+        d = place.tmp / self.name
         d.mkdir(exist_ok=True)
         self.port = procs.free_port()
+        conf = (PEERS_DIR / f"{self.name}.conf.in").read_text()
+        for key, value in self.placeholders(place, d).items():
+            conf = conf.replace(f"@{key}@", value)
+        (d / f"{self.name}.conf").write_text(conf)
+        self._spawn_on_port(place, self.argv_for(exe, d))
+
+    def describe_version(self, out: str) -> str:
+        return (out.splitlines() or [self.name])[0]
+
+    def describe(self, place: Placement) -> str:
+        raise NotImplementedError
+
+    def placeholders(self, place: Placement, d: Path) -> dict[str, str]:
+        raise NotImplementedError
+
+    def argv_for(self, exe: str, d: Path) -> list[str]:
+        raise NotImplementedError
+
+
+class NginxTarget(PeerTarget):
+    version_flag = "-v"
+
+    def __init__(self, exe: str, requested: bool) -> None:
+        super().__init__("nginx", exe, requested)
+
+    def describe_version(self, out: str) -> str:
+        return out.replace("nginx version: ", "")
+
+    def describe(self, place: Placement) -> str:
+        return f"{self.version}, {place.server_threads} worker(s), return 200"
+
+    def placeholders(self, place: Placement, d: Path) -> dict[str, str]:
         addr = f"[{place.listen_address}]" if ":" in place.listen_address else place.listen_address
-        conf = ((PEERS_DIR / "nginx.conf.in").read_text()
-                .replace("@TMP@", str(d)).replace("@PORT@", str(self.port))
-                .replace("@WORKERS@", str(place.server_threads)).replace("@ADDRESS@", addr)
-                .replace("@WORKER_CONNECTIONS@", str(max(4096, place.max_connections + 64))))
-        (d / "nginx.conf").write_text(conf)
-        self._spawn_on_port(place, [exe, "-p", f"{d}/", "-c", str(d / "nginx.conf"), "-e", str(d / "error.log")])
+        return {"TMP": str(d), "PORT": str(self.port), "WORKERS": str(place.server_threads), "ADDRESS": addr,
+                "WORKER_CONNECTIONS": str(max(4096, place.max_connections + 64))}
+
+    def argv_for(self, exe: str, d: Path) -> list[str]:
+        return [exe, "-p", f"{d}/", "-c", str(d / "nginx.conf"), "-e", str(d / "error.log")]
 
 
-class H2oTarget(PortTarget):
+class H2oTarget(PeerTarget):
     def __init__(self, exe: str, requested: bool) -> None:
-        super().__init__(id="h2o", name="h2o", kind="peer", mode=None, label="h2o", requested=requested)
-        self.exe = exe
+        super().__init__("h2o", exe, requested)
 
-    def start(self, place: Placement) -> None:
-        exe = shutil.which(self.exe)
-        if exe is None:
-            raise StartError(f"not installed ({self.exe} not found; scripts/deps.sh bench installs it)", True)
-        if self.version is None:
-            r = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=10)
-            self.version = (r.stdout.splitlines() or ["h2o"])[0].replace(" version ", " ")
-            self.label = f"{self.version}, {place.server_threads} thread(s), mruby handler"
-        d = place.tmp / "h2o"
-        d.mkdir(exist_ok=True)
-        self.port = procs.free_port()
-        conf = ((PEERS_DIR / "h2o.conf.in").read_text()
-                .replace("@PORT@", str(self.port)).replace("@THREADS@", str(place.server_threads))
-                .replace("@ADDRESS@", place.listen_address))
-        (d / "h2o.conf").write_text(conf)
-        self._spawn_on_port(place, [exe, "-c", str(d / "h2o.conf")])
+    def describe_version(self, out: str) -> str:
+        return super().describe_version(out).replace(" version ", " ")
+
+    def describe(self, place: Placement) -> str:
+        return f"{self.version}, {place.server_threads} thread(s), mruby handler"
+
+    def placeholders(self, place: Placement, d: Path) -> dict[str, str]:
+        return {"PORT": str(self.port), "THREADS": str(place.server_threads), "ADDRESS": place.listen_address}
+
+    def argv_for(self, exe: str, d: Path) -> list[str]:
+        return [exe, "-c", str(d / "h2o.conf")]
 
 
 class ContenderTarget(PortTarget):
