@@ -143,7 +143,7 @@ def _flatten_latency(lat: dict | None) -> dict:
 def run_once(target: Target, place: Placement, load: Load, sc: Scenario, conns: int, rnd: int, at: float) -> dict:
     """Start target fresh, warm it up, measure one loadgen run, stop it."""
     rec: dict = {"target": target.id, "scenario": sc.name, "connections": conns, "pipeline": sc.pipeline,
-                 "round": rnd, "at_s": round(at, 3), "valid": False, "problems": [], "noisy": [],
+                 "round": rnd, "port": None, "at_s": round(at, 3), "valid": False, "problems": [], "noisy": [],
                  "duration_s": None, "requests": None, "rps": None, "latency_us": {}, "latency_curve": [],
                  "errors": {}, "status": {}, "limited_by": "unknown",
                  "server": {"cpu_user_s": None, "cpu_sys_s": None, "cpu_us_per_req": None, "user_us_per_req": None,
@@ -165,7 +165,7 @@ def run_once(target: Target, place: Placement, load: Load, sc: Scenario, conns: 
         rc = target.stop()
         if rc not in (0, None) and not rec["problems"]:
             rec["problems"].append(f"server exited with code {rc} when stopped")
-        if not load.remote and not place.server_prefix and not procs.port_free(place.listen_address, rec["port"]):
+        if not load.remote and not place.server_prefix and procs.listening(rec["port"]):
             rec["problems"].append(f"port {rec['port']} still in use after the server stopped")
     rec["valid"] = not rec["problems"]
     return rec

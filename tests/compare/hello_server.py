@@ -1,0 +1,219 @@
+#!/usr/bin/env python3
+"""A tiny HTTP/1.1 server for the bench/compare tests, used as a --contender.
+
+    hello_server.py --port PORT [--host HOST] [--behave BEHAVIOUR]
+                    [--marker FILE] [--token TOKEN]
+
+--behave ok answers like the models: GET /plaintext -> 200 "Hello, World!"
+(text/plain), GET /json -> 200 {"message":"Hello, World!"} (application/json),
+anything else 404. Keep-alive HTTP/1.1 with Content-Length; pipelined requests
+are answered in order (all complete requests in a read get one write).
+--behave 404 answers every request with 404; --behave wrong-body answers 200
+with the right Content-Type but a wrong body; --behave plaintext-only answers /plaintext
+right and /json with a wrong body. Misbehaving under load only (the harness's
+answer check, a few dozen requests, passes): --behave flaky answers every 10th
+request after the first 200 with 500; --behave die-after exits after 300
+requests.
+
+--marker FILE: append "started PID" to FILE once listening (the tests use it
+to see whether the harness started the contender at all). --token is ignored:
+the tests put a unique word in the command line to find leftover processes.
+
+One thread, a selectors loop, non-blocking sockets: enough for 64 connections
+under loadgen for a fraction of a second. Standard library only. Exits on
+SIGTERM / SIGINT.
+"""
+
+import argparse
+import os
+import selectors
+import signal
+import socket
+import sys
+import time
+
+PLAINTEXT = b"Hello, World!"
+JSON = b'{"message":"Hello, World!"}'
+MAX_HEAD = 16384
+
+
+def http_date() -> bytes:
+    return time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime()).encode()
+
+
+def response(status: bytes, ctype: bytes, body: bytes, close: bool) -> bytes:
+    head = (b"HTTP/1.1 " + status + b"\r\n"
+            b"Server: hello-test\r\n"
+            b"Date: " + http_date() + b"\r\n"
+            b"Content-Type: " + ctype + b"\r\n"
+            b"Content-Length: " + str(len(body)).encode() + b"\r\n")
+    if close:
+        head += b"Connection: close\r\n"
+    return head + b"\r\n" + body
+
+
+ANSWERED = 0
+
+
+def answer(behave: str, method: bytes, target: bytes, close: bool) -> bytes:
+    global ANSWERED
+    ANSWERED += 1
+    path = target.split(b"?", 1)[0]
+    if behave == "flaky" and ANSWERED > 200 and ANSWERED % 10 == 0:
+        return response(b"500 Internal Server Error", b"text/plain", b"oops", close)
+    if behave == "die-after" and ANSWERED > 300:
+        os._exit(3)
+    if behave == "404":
+        return response(b"404 Not Found", b"text/plain", b"not here", close)
+    good = behave in ("ok", "flaky", "die-after")
+    if path == b"/plaintext" and method in (b"GET", b"HEAD"):
+        body = PLAINTEXT if good or behave == "plaintext-only" else b"Goodbye, World?"
+        return response(b"200 OK", b"text/plain", body, close)
+    if path == b"/json" and method in (b"GET", b"HEAD"):
+        body = JSON if good else b'{"message":"Goodbye"}'
+        return response(b"200 OK", b"application/json", body, close)
+    return response(b"404 Not Found", b"text/plain", b"not found", close)
+
+
+class Conn:
+    __slots__ = ("sock", "inbuf", "outbuf", "closing")
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.inbuf = bytearray()
+        self.outbuf = bytearray()
+        self.closing = False
+
+
+def parse_requests(conn: Conn, behave: str) -> None:
+    """Answer every complete request in conn.inbuf (appending to conn.outbuf)."""
+    while not conn.closing:
+        end = conn.inbuf.find(b"\r\n\r\n")
+        if end < 0:
+            if len(conn.inbuf) > MAX_HEAD:
+                conn.outbuf += response(b"431 Request Header Fields Too Large", b"text/plain", b"", True)
+                conn.closing = True
+            return
+        head = bytes(conn.inbuf[:end]).split(b"\r\n")
+        parts = head[0].split(b" ")
+        if len(parts) != 3 or not parts[2].startswith(b"HTTP/1."):
+            conn.outbuf += response(b"400 Bad Request", b"text/plain", b"", True)
+            conn.closing = True
+            return
+        method, target, version = parts
+        length, close = 0, version == b"HTTP/1.0"
+        for line in head[1:]:
+            name, _, value = line.partition(b":")
+            name, value = name.strip().lower(), value.strip().lower()
+            if name == b"content-length":
+                try:
+                    length = int(value)
+                except ValueError:
+                    length = -1
+            elif name == b"connection":
+                if b"close" in value:
+                    close = True
+                elif b"keep-alive" in value:
+                    close = False
+            elif name == b"transfer-encoding":
+                length = -1  # not supported here
+        if length < 0:
+            conn.outbuf += response(b"400 Bad Request", b"text/plain", b"", True)
+            conn.closing = True
+            return
+        total = end + 4 + length
+        if len(conn.inbuf) < total:
+            return
+        del conn.inbuf[:total]
+        conn.outbuf += answer(behave, method, target, close)
+        if close:
+            conn.closing = True
+
+
+def serve(host: str, port: int, behave: str, marker: str | None) -> None:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    lsock = socket.socket(family, socket.SOCK_STREAM)
+    lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    lsock.bind((host, port))
+    lsock.listen(1024)
+    lsock.setblocking(False)
+    if marker:
+        with open(marker, "a", encoding="utf-8") as f:
+            f.write(f"started {os.getpid()}\n")
+    sel = selectors.DefaultSelector()
+    sel.register(lsock, selectors.EVENT_READ, None)
+
+    def drop(conn: Conn) -> None:
+        try:
+            sel.unregister(conn.sock)
+        except (KeyError, ValueError):
+            pass
+        conn.sock.close()
+
+    def flush(conn: Conn) -> None:
+        """Write what we can; watch for writability while output is pending."""
+        try:
+            while conn.outbuf:
+                n = conn.sock.send(conn.outbuf)
+                del conn.outbuf[:n]
+        except BlockingIOError:
+            pass
+        except OSError:
+            drop(conn)
+            return
+        if not conn.outbuf and conn.closing:
+            drop(conn)
+            return
+        want = selectors.EVENT_READ | (selectors.EVENT_WRITE if conn.outbuf else 0)
+        sel.modify(conn.sock, want, conn)
+
+    while True:
+        for key, events in sel.select():
+            if key.data is None:
+                while True:
+                    try:
+                        sock, _ = lsock.accept()
+                    except (BlockingIOError, InterruptedError):
+                        break
+                    except OSError:
+                        break  # EMFILE and friends: try again on the next event
+                    sock.setblocking(False)
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                    sel.register(sock, selectors.EVENT_READ, Conn(sock))
+                continue
+            conn = key.data
+            if events & selectors.EVENT_READ:
+                try:
+                    data = conn.sock.recv(65536)
+                except (BlockingIOError, InterruptedError):
+                    data = None
+                except OSError:
+                    drop(conn)
+                    continue
+                if data == b"":
+                    drop(conn)
+                    continue
+                if data:
+                    conn.inbuf += data
+                    parse_requests(conn, behave)
+            flush(conn)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--behave", choices=("ok", "404", "wrong-body", "plaintext-only", "flaky", "die-after"), default="ok")
+    ap.add_argument("--marker")
+    ap.add_argument("--token")
+    args = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        serve(args.host, args.port, args.behave, args.marker)
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,552 @@
+#!/usr/bin/env python3
+"""Tests of bench/compare/compare against its contract (bench/compare/README.md,
+bench/compare/results.schema.json): the real harness, real binaries, tiny runs.
+
+    python3 tests/compare/test_compare.py --build-dir build/release [Class.test_name ...]
+
+See cmptest.py for the process, port and file checks every test shares.
+"""
+
+from __future__ import annotations
+
+import copy
+import html
+import html.parser
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import sys
+import time
+from pathlib import Path
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import cmptest  # noqa: E402
+from cmptest import TINY, CompareTestCase, by_id, rows_of, runs_of  # noqa: E402
+
+FAILED_OR_SKIPPED = ("skipped", "failed")
+
+
+class CleanRun(CompareTestCase):
+    def test_start_stop_clean(self) -> None:
+        """Models, floor, nginx (when installed) and a contender start and stop cleanly, fresh per run."""
+        marker = self.s.tmp / "hello.starts"
+        targets = ["epoll", "floor"] + (["nginx"] if shutil.which("nginx") else [])
+        run = self.s.run(TINY + ["--targets", ",".join(targets), "--contender", f"hello={self.s.hello(marker=marker)}",
+                                 "--modes", "composed", "--scenarios", "plaintext", "--connections", "4,16"])
+        self.assertExit(run, 0)
+        results = self.results(run)
+        self.assertValid(results, run, required=False)
+        self.assertEqual(results.get("ended"), "completed")
+        ids = ["epoll/composed", "floor", "hello"] + (["nginx"] if "nginx" in targets else [])
+        for tid in ids:
+            runs = self.assertMeasured(results, tid, run)
+            self.assertEqual(sorted(r["connections"] for r in runs), [4, 16], f"{tid} runs")
+            # Started fresh for every run: each run has its own server processes.
+            pid_sets = [tuple(sorted(r["server"]["pids"])) for r in runs]
+            for pids in pid_sets:
+                self.assertTrue(pids, f"{tid}: a run records no server pids" + run.describe(1500))
+            self.assertEqual(len(set(pid_sets)), len(pid_sets), f"{tid}: runs share server pids {pid_sets}")
+            t = by_id(results)[tid]
+            self.assertTrue(t.get("command"), f"{tid}: no command recorded: {t}")
+            for r in runs:  # a local server: its costs are measured
+                srv = r["server"]
+                for k in ("cpu_user_s", "cpu_sys_s", "cpu_us_per_req", "util", "ctx_switches"):
+                    self.assertIsNotNone(srv.get(k), f"{tid}: server {k} not measured: {srv}")
+                self.assertTrue(srv.get("peak_rss_kib") and srv["peak_rss_kib"] > 0, f"{tid}: peak RSS {srv}")
+                self.assertEqual(r["client"].get("exit"), 0, f"{tid}: loadgen exit {r['client']}")
+        if "nginx" in ids:  # master and worker: every process of the server is counted
+            for r in runs_of(results, "nginx"):
+                self.assertGreaterEqual(len(r["server"]["pids"]), 2, f"nginx pids {r['server']['pids']}")
+        # The contender really ran once per measured run at least (plus any preflight).
+        starts = marker.read_text().splitlines() if marker.exists() else []
+        self.assertGreaterEqual(len(starts), len(runs_of(results, "hello")), "contender starts: " + str(starts))
+        # The last line of stdout names the report.
+        last = run.stdout.strip().splitlines()[-1] if run.stdout.strip() else ""
+        self.assertEqual(last, f"report: {run.out}/report.html", "last stdout line" + run.describe(2000))
+        for name in ("results.json", "results.csv", "report.html"):
+            self.assertTrue((run.out / name).is_file(), f"{name} missing in {run.out}")
+        self.assertNoLeftovers(results, run)
+
+
+class Failures(CompareTestCase):
+    def test_failing_targets_reported(self) -> None:
+        """Contenders that die at once or answer wrongly are skipped/failed with a reason; epoll still runs; exit 3."""
+        bad = {
+            "dead": "false --port {port}",  # exits at once (the harness wants {port} in the command)
+            "bad404": self.s.hello("404"),
+            "badbody": self.s.hello("wrong-body"),
+        }
+        args = TINY + ["--targets", "epoll", "--modes", "composed", "--scenarios", "plaintext,json",
+                       "--connections", "4", "--contender", f"halfbad={self.s.hello('plaintext-only')}"]
+        for name, cmd in bad.items():
+            args += ["--contender", f"{name}={cmd}"]
+        run = self.s.run(args)
+        self.assertExit(run, 3)
+        results = self.results(run)
+        self.assertValid(results, run, required=False)
+        targets = by_id(results)
+        for name in bad:
+            t = targets.get(name)
+            self.assertIsNotNone(t, f"no target {name!r} in results.json (ids: {sorted(targets)})" + run.describe())
+            self.assertIn(t.get("status"), FAILED_OR_SKIPPED, f"{name}: {t}" + run.describe())
+            self.assertTrue(isinstance(t.get("reason"), str) and t["reason"].strip(), f"{name}: no reason: {t}")
+            measured = [r for r in runs_of(results, name) if r.get("valid")]
+            self.assertEqual(measured, [], f"{name} has valid runs")
+            self.assertEqual([r for r in rows_of(results, name) if r.get("valid_runs")], [],
+                             f"{name} has summary rows with valid runs")
+            self.assertIn(name, run.stdout, f"the table output does not name the failed target {name}" + run.describe())
+        # Wrong on /json only: no json rows, with the reason; plaintext measured.
+        half = targets.get("halfbad")
+        self.assertIsNotNone(half, f"no target 'halfbad' (ids: {sorted(targets)})")
+        self.assertTrue(isinstance(half.get("reason"), str) and "json" in half["reason"],
+                        f"halfbad: the reason should name /json: {half}" + run.describe())
+        self.assertNotIn("json", half.get("scenarios") or [], f"halfbad: {half}")
+        self.assertEqual([r for r in runs_of(results, "halfbad") if r["scenario"] == "json"], [], "halfbad json runs")
+        self.assertEqual({r["scenario"] for r in rows_of(results, "halfbad")}, {"plaintext"}, "halfbad rows")
+        for r in runs_of(results, "halfbad"):
+            self.assertTrue(r["valid"] and r["requests"] > 0, f"halfbad plaintext run: {r.get('problems')}")
+        self.assertIn("halfbad", run.stdout, "the table output does not mention halfbad's /json failure" + run.describe())
+        runs = self.assertMeasured(results, "epoll/composed", run)
+        self.assertEqual({r["scenario"] for r in runs}, {"plaintext", "json"})
+        self.assertNoLeftovers(results, run)
+
+
+class InvalidRuns(CompareTestCase):
+    def test_invalid_runs(self) -> None:
+        """Runs with errors or a dead server are invalid: listed, out of the medians, exit 3."""
+        bad = {"flaky": self.s.hello("flaky"), "dies": self.s.hello("die-after")}
+        args = TINY + ["--targets", "epoll", "--modes", "composed", "--scenarios", "plaintext", "--connections", "4"]
+        for name, cmd in bad.items():
+            args += ["--contender", f"{name}={cmd}"]
+        run = self.s.run(args)
+        self.assertExit(run, 3)
+        results = self.results(run)
+        self.assertValid(results, run, required=False)
+        for name in bad:
+            runs = runs_of(results, name)
+            self.assertTrue(runs, f"{name}: no runs recorded (it passes the answer check)" + run.describe())
+            for r in runs:
+                self.assertFalse(r["valid"], f"{name}: run counted valid: errors {r.get('errors')}, "
+                                 f"status {r.get('status')}, problems {r.get('problems')}" + run.describe())
+                self.assertTrue(r["problems"], f"{name}: invalid run without problems: {r}")
+            rows = rows_of(results, name)
+            for row in rows:
+                self.assertEqual(row["valid_runs"], 0, f"{name} row: {row}")
+                self.assertIsNone(row["rps"], f"{name}: an invalid run made it into the medians: {row['rps']}")
+            self.assertIn(name, run.stdout, f"invalid runs of {name} not listed under the table" + run.describe())
+        flaky_errors = sum(sum((r.get("status") or {}).get(k, 0) for k in (r.get("status") or {}) if k.startswith("5"))
+                           + sum((r.get("errors") or {}).values()) for r in runs_of(results, "flaky"))
+        self.assertGreater(flaky_errors, 0, "flaky: the 500s are not counted anywhere")
+        self.assertMeasured(results, "epoll/composed", run)
+        self.assertNoLeftovers(results, run)
+
+
+class Targets(CompareTestCase):
+    NO_PEERS = ["--nginx", "/nonexistent/nginx", "--h2o", "/nonexistent/h2o"]
+
+    def only(self, keep: tuple[str, ...]) -> None:
+        """Leave only these models in the private build dir."""
+        for m in cmptest.MODELS:
+            if m not in keep:
+                shutil.rmtree(self.s.build / "servers" / m, ignore_errors=True)
+
+    def test_default_targets(self) -> None:
+        """Without --targets every available target runs; missing models and peers are skipped, exit 0."""
+        self.only(("epoll",))
+        run = self.s.run(TINY + self.NO_PEERS + ["--modes", "composed", "--scenarios", "plaintext",
+                                                 "--connections", "4"])
+        self.assertExit(run, 0)
+        results = self.results(run)
+        self.assertValid(results, run, required=False)
+        targets = by_id(results)
+        self.assertMeasured(results, "epoll/composed", run)
+        self.assertMeasured(results, "floor", run)
+        for name in ("libuv", "threadpool", "blocking", "uring", "nginx", "h2o"):
+            found = [t for t in results["targets"] if t.get("name") == name]
+            self.assertTrue(found, f"{name}: not reported (ids: {sorted(targets)})" + run.describe())
+            for t in found:
+                self.assertEqual(t["status"], "skipped", f"{name}: {t}")
+                self.assertTrue(t.get("reason"), f"{name}: skipped without a reason: {t}")
+                self.assertIn(t.get("requested"), (False, None), f"{name}: {t}")
+            self.assertEqual([r for r in results["runs"] if r["target"] in {t["id"] for t in found}], [])
+        self.assertNoLeftovers(results, run)
+
+    def test_requested_missing(self) -> None:
+        """A requested target that cannot run is skipped with the reason, the rest run, exit 3."""
+        self.only(("epoll",))
+        run = self.s.run(TINY + self.NO_PEERS + ["--targets", "epoll,libuv,nginx", "--modes", "composed",
+                                                 "--scenarios", "plaintext", "--connections", "4"])
+        self.assertExit(run, 3)
+        results = self.results(run)
+        self.assertValid(results, run, required=False)
+        for name in ("libuv", "nginx"):
+            found = [t for t in results["targets"] if t.get("name") == name]
+            self.assertTrue(found, f"{name}: not reported" + run.describe())
+            for t in found:
+                self.assertIn(t["status"], FAILED_OR_SKIPPED, f"{name}: {t}")
+                self.assertTrue(t.get("reason"), f"{name}: no reason: {t}")
+                self.assertIs(t.get("requested"), True, f"{name}: {t}")
+            self.assertIn(name, run.stdout, f"{name} skipped but not reported with the table" + run.describe())
+        self.assertMeasured(results, "epoll/composed", run)
+        self.assertNoLeftovers(results, run)
+
+
+class Placement(CompareTestCase):
+    def test_unpinned_two_rounds(self) -> None:
+        """--server-cpus/--client-cpus none, threads, --engine, and the order reversed every other round."""
+        run = self.s.run(["--rounds", "2", "--duration", "0.3", "--warmup", "0", "--pause", "0",
+                          "--targets", "epoll,floor", "--modes", "composed", "--scenarios", "plaintext",
+                          "--connections", "4", "--server-cpus", "none", "--client-cpus", "none",
+                          "--server-threads", "2", "--client-threads", "1", "--engine", "epoll"])
+        self.assertExit(run, 0)
+        results = self.results(run)
+        self.assertValid(results, run, required=False)
+        cfg = results["config"]
+        self.assertIsNone(cfg["server_cpus"], cfg)
+        self.assertIsNone(cfg["client_cpus"], cfg)
+        self.assertEqual((cfg["server_threads"], cfg["client_threads"], cfg["engine"]), (2, 1, "epoll"))
+        self.assertEqual(cfg["warmup_s"], 0)
+        for tid in ("epoll/composed", "floor"):
+            runs = self.assertMeasured(results, tid, run)
+            self.assertEqual(sorted(r["round"] for r in runs), [1, 2], tid)
+            for r in runs:
+                server, client = r["commands"]["server"], r["commands"]["client"]
+                self.assertNotIn("taskset", server + client, f"pinned although 'none': {server} {client}")
+                self.assertNotIn("--cpus", server + client, f"pinned although 'none': {server} {client}")
+                self.assertTrue(has_option(server, ("--threads", "-t"), "2"), f"server threads: {server}")
+                self.assertTrue(has_option(client, ("--threads", "-t"), "1"), f"loadgen threads: {client}")
+                self.assertTrue(has_option(client, ("--engine",), "epoll"), f"loadgen engine: {client}")
+                self.assertEqual(r["client"]["engine"], "epoll", r["client"])
+        runs = results["runs"]
+        if all("at_s" in r for r in runs):
+            runs = sorted(runs, key=lambda r: r["at_s"])
+        order = {rnd: [r["target"] for r in runs if r["round"] == rnd] for rnd in (1, 2)}
+        self.assertEqual(order[2], order[1][::-1], f"round order not reversed: {order}")
+        self.assertNoLeftovers(results, run)
+
+
+class ResultsFiles(CompareTestCase):
+    """One small measured run (shared by the tests of this class when run in one process)."""
+
+    NAME = "a<b&c"
+    base: cmptest.Run | None = None
+    session: cmptest.Session | None = None
+    marker: Path | None = None
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.check_prerequisites()
+        cls.session = cmptest.Session("results")
+        cls.marker = cls.session.tmp / "contender.starts"
+        try:
+            cls.base = cls.session.run(TINY + [
+                "--targets", "epoll,floor", "--modes", "composed", "--scenarios", "plaintext,json",
+                "--connections", "4", "--contender", f"{cls.NAME}={cls.session.hello(marker=cls.marker)}",
+                "--baseline", "floor"])
+        except BaseException:
+            cls.session.close()
+            raise
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        if cls.session is not None:
+            cls.session.close()
+
+    def setUp(self) -> None:
+        self.s = self.session  # shared; closed in tearDownClass
+        run = self.base
+        self.assertExit(run, 0)
+        self.res = self.results(run)
+
+    def test_schema_and_csv(self) -> None:
+        """results.json matches the schema; results.csv has one row per summary row, same keys and medians."""
+        run, results = self.base, self.res
+        self.assertValid(results, run, required=True)
+        self.assertEqual(results["tool"], "servermodels-compare")
+        self.assertEqual(results["ended"], "completed")
+        ids = {"epoll/composed", "floor", self.NAME}
+        for tid in ids:
+            self.assertMeasured(results, tid, run)
+        self.assertEqual(sorted(s["name"] for s in results["config"]["scenarios"]), ["json", "plaintext"])
+        self.assertEqual(by_id(results)["floor"].get("kind"), "floor")
+        self.assertEqual(by_id(results)[self.NAME].get("kind"), "contender")
+        self.assertEqual(by_id(results)["epoll/composed"].get("kind"), "model")
+        # floor answers plaintext only; the others both scenarios
+        self.assertEqual({r["scenario"] for r in rows_of(results, "floor")}, {"plaintext"})
+        for tid in ("epoll/composed", self.NAME):
+            self.assertEqual({r["scenario"] for r in rows_of(results, tid)}, {"plaintext", "json"}, tid)
+        # Every valid run is counted in its summary row.
+        for row in results["summary"]:
+            runs = [r for r in results["runs"] if (r["target"], r["scenario"], r["connections"])
+                    == (row["target"], row["scenario"], row["connections"])]
+            self.assertEqual(row["runs"], len(runs), f"row {row['target']} {row['scenario']}")
+            self.assertEqual(row["valid_runs"], sum(1 for r in runs if r["valid"]))
+            if row["rps"] is not None and len(runs) == 1:
+                self.assertTrue(math.isclose(row["rps"]["median"], runs[0]["rps"], rel_tol=1e-9),
+                                f"one run: row median {row['rps']} != run rps {runs[0]['rps']}")
+
+        # Ratios to the baseline (--baseline floor; one round: exactly the ratio of the medians).
+        self.assertEqual(results["baseline"], "floor")
+        floor_row = rows_of(results, "floor")[0]
+        self.assertTrue(math.isclose(floor_row["vs_baseline"].get("rps"), 1.0, rel_tol=1e-9),
+                        f"the baseline's own ratio: {floor_row['vs_baseline']}")
+        for row in results["summary"]:
+            ratio = (row.get("vs_baseline") or {}).get("rps")
+            if row["scenario"] == "json":
+                self.assertIsNone(ratio, f"{row['target']} json: no floor row to compare with: {ratio}")
+            else:
+                want = row["rps"]["median"] / floor_row["rps"]["median"]
+                self.assertTrue(ratio is not None and math.isclose(ratio, want, rel_tol=1e-6),
+                                f"{row['target']} plaintext vs floor: {ratio}, expected {want}")
+
+        header, rows = cmptest.read_csv(run.out / "results.csv")
+        for col in ("target", "scenario", "connections"):
+            self.assertIn(col, header, f"results.csv columns: {header}")
+        med_cols = [c for c in header if "rps" in c.lower() and "median" in c.lower()] or \
+                   [c for c in header if c.lower() in ("rps", "req/s", "requests_per_s")]
+        self.assertTrue(med_cols, f"results.csv has no req/s median column: {header}")
+        rps_col = med_cols[0]
+        self.assertEqual(len(rows), len(results["summary"]),
+                         f"results.csv has {len(rows)} rows, summary {len(results['summary'])}: {rows}")
+        by_key = {}
+        for line in rows:
+            key = (line["target"], line["scenario"], int(line["connections"]))
+            self.assertNotIn(key, by_key, f"duplicate CSV row {key}")
+            by_key[key] = line
+        for row in results["summary"]:
+            key = (row["target"], row["scenario"], row["connections"])
+            self.assertIn(key, by_key, f"summary row {key} missing from results.csv (rows: {sorted(by_key)})")
+            want = row["rps"]["median"] if row["rps"] else None
+            got = by_key[key][rps_col]
+            if want is None:
+                self.assertIn(got.strip(), ("", "null", "None", "-"), f"{key}: CSV {rps_col}={got!r}, JSON null")
+            else:
+                self.assertTrue(math.isclose(float(got), want, rel_tol=1e-3, abs_tol=0.51),
+                                f"{key}: CSV {rps_col}={got!r}, JSON median {want}")
+
+    def test_report_html(self) -> None:
+        """report.html parses, is self-contained, has an SVG chart and every measured target; names escaped."""
+        run, results = self.base, self.res
+        path = run.out / "report.html"
+        self.assertTrue(path.is_file(), "report.html missing" + run.describe())
+        text = path.read_text(encoding="utf-8")
+        parser = Collector()
+        parser.feed(text)
+        parser.close()
+        self.assertIn("svg", parser.tags, "no <svg> chart in report.html")
+        self.assertIn("html", parser.tags)
+        external = [(tag, attr, value) for tag, attr, value in parser.links if not local_ref(value)]
+        self.assertEqual(external, [], "report.html refers to other files or the network")
+        self.assertNotIn("<script", text.lower(), "report.html should need no scripts")  # README: opens offline
+        css_urls = [u for u in re.findall(r"url\(\s*['\"]?([^'\")]+)", text) if not local_ref(u)]
+        self.assertEqual(css_urls, [], "CSS url() to outside resources")
+        self.assertNotRegex(text, r"@import", "CSS @import in report.html")
+        measured = [t["id"] for t in results["targets"] if t["status"] == "measured"]
+        self.assertIn(self.NAME, measured)
+        for tid in measured:
+            self.assertIn(html.escape(tid, quote=False), text, f"target {tid!r} not in report.html")
+        self.assertNotIn(self.NAME, text, f"the name {self.NAME!r} appears unescaped in report.html")
+        self.assertIn(self.NAME, parser.text_and_attrs(), "the escaped name does not decode back to the name")
+
+    def test_from_and_compare(self) -> None:
+        """--from re-renders without measuring; --compare flags a 3x req/s row, and only it."""
+        run, results = self.base, self.res
+        rows = [r for r in results["summary"] if r.get("rps") and r["rps"].get("median")]
+        self.assertGreaterEqual(len(rows), 2, "need two rows with req/s" + run.describe())
+        target = next((r for r in rows if r["target"] == "epoll/composed" and r["scenario"] == "plaintext"), rows[0])
+        key = (target["target"], target["scenario"], target["connections"])
+        modified = copy.deepcopy(results)
+        for row in modified["summary"]:
+            if (row["target"], row["scenario"], row["connections"]) == key:
+                for k in ("median", "min", "max"):
+                    row["rps"][k] *= 3
+        for r in modified["runs"]:
+            if (r["target"], r["scenario"], r["connections"]) == key and r.get("rps") is not None:
+                r["rps"] *= 3
+                if isinstance(r.get("requests"), int):
+                    r["requests"] *= 3
+        mod_dir = self.s.tmp / "modified"
+        mod_dir.mkdir()
+        mod_path = mod_dir / "results.json"
+        mod_path.write_text(json.dumps(modified, indent=1))
+        starts_before = self.marker.read_text() if self.marker.exists() else ""
+
+        out2 = self.s.new_out()
+        run2 = self.s.run(["--from", str(mod_path), "--compare", str(run.results_path())], out=out2)
+        self.assertExit(run2, 0)
+        starts_after = self.marker.read_text() if self.marker.exists() else ""
+        self.assertEqual(starts_after, starts_before, "--from started the contender: it must measure nothing")
+        for name in ("results.json", "results.csv", "report.html"):
+            self.assertTrue((out2 / name).is_file(), f"--from did not write {name}" + run2.describe())
+        self.assertIn(f"report: {out2}/report.html", run2.stdout.splitlines(), "report line" + run2.describe())
+        new = self.results(run2)
+        self.assertValid(new, run2, required=False)
+        self.assertEqual(len(new["runs"]), len(results["runs"]), "--from changed the runs")
+        comp = new.get("comparison")
+        self.assertIsInstance(comp, dict, "no comparison block in results.json" + run2.describe())
+        self.assertTrue(comp.get("old"), f"comparison.old: {comp.get('old')!r}")
+        crow = {(c["target"], c["scenario"], c["connections"], c["metric"]): c for c in comp["rows"]}
+        flagged = crow.get(key + ("rps",))
+        self.assertIsNotNone(flagged, f"no rps comparison for {key}: {sorted(crow)}")
+        self.assertTrue(flagged["significant"], f"3x req/s not flagged significant: {flagged}")
+        self.assertTrue(math.isclose(flagged["change"], 2.0, rel_tol=1e-6), f"change should be +200%: {flagged}")
+        self.assertTrue(math.isclose(flagged["new"], 3 * flagged["old"], rel_tol=1e-6), str(flagged))
+        others = [r for r in results["summary"] if (r["target"], r["scenario"], r["connections"]) != key]
+        for row in others:
+            c = crow.get((row["target"], row["scenario"], row["connections"], "rps"))
+            self.assertIsNotNone(c, f"no rps comparison for {row['target']} {row['scenario']}: {sorted(crow)}")
+        for k, c in crow.items():
+            if k[:3] == key and k[3] == "rps":
+                continue
+            if k[:3] == key:
+                continue  # the modified row's CPU/req may follow its requests
+            self.assertFalse(c["significant"], f"unchanged row flagged significant: {c}")
+            if c["change"] is not None:
+                self.assertAlmostEqual(c["change"], 0.0, places=9, msg=f"unchanged row: {c}")
+        self.assertNoLeftovers(None, run2)
+
+
+class Interrupt(CompareTestCase):
+    """A signal mid-run: exit 130 soon, results.json with ended=interrupted, nothing left running."""
+
+    def interrupt(self, how: str, after_first_run: bool = False) -> None:
+        """Signal the harness (how: sigint, sigterm, ctrl-c) once a run is under way, or once the
+        first run is over (a loadgen aiming at another port than the first runs)."""
+        marker = self.s.tmp / "hello.starts"
+        out = self.s.new_out()
+        t0 = time.monotonic()
+        proc, cmd = self.s.start(["--rounds", "5", "--duration", "3", "--warmup", "0.2", "--pause", "0",
+                                  "--targets", "epoll,floor", "--contender", f"hello={self.s.hello(marker=marker)}",
+                                  "--modes", "composed", "--scenarios", "plaintext", "--connections", "4"], out)
+        deadline = time.monotonic() + 60
+        first_url = seen = None
+        while time.monotonic() < deadline and proc.poll() is None:
+            loadgens = [p for p in self.s.ours() if p.cmdline and p.cmdline[0].endswith("loadgen")]
+            urls = {a for p in loadgens for a in p.cmdline if a.startswith("http://")}
+            if urls and first_url is None:
+                first_url = sorted(urls)[0]
+            if loadgens and (not after_first_run or urls - {first_url}):
+                seen = loadgens
+                break
+            time.sleep(0.05)
+        if seen is None:
+            run = self.s.finish(proc, cmd, out, t0, timeout=5)
+            self.fail(f"no loadgen {'for a second run ' if after_first_run else ''}started within 60 s"
+                      + run.describe())
+        time.sleep(0.5)
+        signalled = time.monotonic()
+        if how == "sigint":
+            proc.send_signal(signal.SIGINT)
+        elif how == "sigterm":
+            proc.send_signal(signal.SIGTERM)
+        else:  # Ctrl-C in a terminal: SIGINT to the whole foreground process group
+            os.killpg(proc.pid, signal.SIGINT)
+        run = self.s.finish(proc, cmd, out, t0, timeout=20)
+        self.assertFalse(run.timed_out, f"the harness did not exit within 20 s of {how}" + run.describe())
+        self.assertEqual(run.rc, 130, f"exit code after {how}" + run.describe())
+        self.assertLess(time.monotonic() - signalled, 20.5)
+        results = self.results(run)
+        self.assertEqual(results.get("ended"), "interrupted", "results.json ended" + run.describe(1500))
+        self.assertValid(results, run, required=False)
+        if after_first_run:
+            # What was measured so far is written: the first run, complete and valid.
+            done = [r for r in results["runs"] if r.get("valid") and (r.get("requests") or 0) > 0]
+            self.assertTrue(done, "the run completed before the signal is not in results.json: "
+                            + json.dumps(results.get("runs"))[:2000] + run.describe(1500))
+            self.assertTrue(results["summary"], "no summary rows for the completed run")
+        self.assertNoLeftovers(results, run, check_ports=bool(results.get("runs")))
+
+    def test_interrupt_sigint(self) -> None:
+        self.interrupt("sigint", after_first_run=True)
+
+    def test_interrupt_ctrl_c(self) -> None:
+        self.interrupt("ctrl-c")
+
+    def test_interrupt_sigterm(self) -> None:
+        self.interrupt("sigterm")
+
+
+class BadUsage(CompareTestCase):
+    """Usage errors exit 2, name the problem on stderr, and start nothing."""
+
+    wrappers = True  # the private build dir logs every binary invocation
+
+    def check_usage_error(self, args: list[str], words: list[str]) -> None:
+        marker = self.s.tmp / "hello.starts"
+        args = TINY + ["--contender", f"ok={self.s.hello(marker=marker)}"] + args
+        run = self.s.run(args, timeout=60)
+        self.assertExit(run, 2)
+        low = run.stderr.lower()
+        self.assertTrue(any(w.lower() in low for w in words), f"stderr does not name the problem ({words})"
+                        + run.describe())
+        self.assertFalse(marker.exists(), "a contender was started" + run.describe())
+        started = [line for line in self.s.invocations() if not re.search(r"\s--(version|help)\b", line)]
+        self.assertEqual(started, [], "binaries were started for more than --version/--help" + run.describe())
+        self.assertNoLeftovers(None, run)
+
+    def test_unknown_target(self) -> None:
+        self.check_usage_error(["--targets", "epoll,bogus"], ["bogus"])
+
+    def test_malformed_contender(self) -> None:
+        with self.subTest("no '='"):
+            self.check_usage_error(["--targets", "epoll", "--contender", "nocmd"], ["nocmd"])
+        with self.subTest("empty command"):
+            self.check_usage_error(["--targets", "epoll", "--contender", "emptycmd="], ["emptycmd", "contender"])
+
+
+def has_option(argv: list[str], names: tuple[str, ...], value: str | None) -> bool:
+    """argv has NAME VALUE or NAME=VALUE for one of names (any value when value is None)."""
+    for i, arg in enumerate(argv):
+        for n in names:
+            if arg == n and i + 1 < len(argv) and (value is None or argv[i + 1] == value):
+                return True
+            if arg.startswith(n + "=") and (value is None or arg == f"{n}={value}"):
+                return True
+    return False
+
+
+# -- HTML helpers -------------------------------------------------------------------------
+
+class Collector(html.parser.HTMLParser):
+    """Tags seen, every src/href-like attribute, and text + attribute values (decoded)."""
+
+    LINK_ATTRS = ("src", "href", "xlink:href", "srcset", "action", "data", "poster", "background")
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: set[str] = set()
+        self.links: list[tuple[str, str, str]] = []
+        self.chunks: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.add(tag)
+        for name, value in attrs:
+            if value is None:
+                continue
+            self.chunks.append(value)
+            if name in self.LINK_ATTRS:
+                self.links.append((tag, name, value))
+            if tag == "meta" and name == "content" and "url=" in value.lower():
+                self.links.append((tag, name, value))
+
+    handle_startendtag = handle_starttag
+
+    def handle_data(self, data):
+        self.chunks.append(data)
+
+    def text_and_attrs(self) -> str:
+        return "\n".join(self.chunks)
+
+
+def local_ref(value: str) -> bool:
+    """A reference that needs no other file: a fragment or an inline data: URI."""
+    v = value.strip().lower()
+    return v.startswith("#") or v.startswith("data:")
+
+
+if __name__ == "__main__":
+    cmptest.main()
