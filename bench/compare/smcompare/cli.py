@@ -76,6 +76,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     t.add_argument("--warmup", type=float, help=f"seconds of unmeasured load before each run (default: "
                                                  f"{FULL['warmup']:g}; --quick: {QUICK['warmup']:g})")
     t.add_argument("--pause", type=float, default=0.2, help="seconds between runs (default: %(default)s)")
+    t.add_argument("--timeout", type=float, default=2.0,
+                   help="loadgen's --timeout: a request unanswered (or a connect not done) this long counts as "
+                        "an error and makes the run invalid; raise it for thousands of pipelined connections "
+                        "(default: %(default)s)")
     p = ap.add_argument_group("placement")
     p.add_argument("--server-cpus", help="CPU list for the servers, or 'none' (default: the first half of the CPUs "
                                          "this process may use)")
@@ -131,8 +135,9 @@ def _resolve(a: argparse.Namespace) -> None:
     for k in ("rounds", "duration", "warmup", "modes"):
         if getattr(a, k) is None:
             setattr(a, k, preset[k])
-    if a.rounds < 1 or a.duration <= 0 or a.warmup < 0 or a.pause < 0 or a.depth < 2:
-        raise ValueError("--rounds >= 1, --duration > 0, --warmup >= 0, --pause >= 0 and --depth >= 2 please")
+    if a.rounds < 1 or a.duration <= 0 or a.warmup < 0 or a.pause < 0 or a.depth < 2 or a.timeout < 0.001:
+        raise ValueError("--rounds >= 1, --duration > 0, --warmup >= 0, --pause >= 0, --depth >= 2 and "
+                         "--timeout >= 0.001 please")
     a.modes = [m.strip() for m in a.modes.split(",") if m.strip()]
     if not a.modes or any(m not in ("composed", "cached") for m in a.modes) or len(set(a.modes)) != len(a.modes):
         raise ValueError(f"--modes {','.join(a.modes)!r}: expected composed, cached or both")
@@ -317,6 +322,7 @@ def measure(a: argparse.Namespace) -> tuple[dict, bool]:
                       target_host=a.target_host, remote=a.remote, tmp=logs, max_connections=max_conns)
     load = Load(loadgen=a.loadgen, client_prefix=a.client_prefix_list, client_cpus=a.client_cpu_list,
                 client_threads=a.client_threads, engine=a.engine, duration=a.duration, warmup=a.warmup,
+                timeout=a.timeout,
                 server_cpus=a.server_cpu_list, server_threads=a.server_threads, remote=a.remote, tmp=logs)
     targets = build_targets(a)
     if a.client_cpu_list:
@@ -369,6 +375,7 @@ def measure(a: argparse.Namespace) -> tuple[dict, bool]:
         "command": [sys.argv[0], *a.argv],
         "environment": envinfo.environment(a.cpus_allowed, versions),
         "config": {"quick": a.quick, "rounds": a.rounds, "duration_s": a.duration, "warmup_s": a.warmup,
+                   "timeout_s": a.timeout,
                    "pause_s": a.pause, "server_cpus": cpu_list(a.server_cpu_list),
                    "client_cpus": cpu_list(a.client_cpu_list), "server_threads": a.server_threads,
                    "client_threads": a.client_threads, "target_host": a.target_host,

@@ -48,6 +48,7 @@ class Load:
     server_threads: int
     remote: bool
     tmp: Path
+    timeout: float = 2.0
 
     def command(self, host: str, port: int, sc: Scenario, conns: int, json_path: Path) -> list[str]:
         hostpart = f"[{host}]" if ":" in host else host
@@ -55,7 +56,8 @@ class Load:
         expect = ["--expect-json", body] if sc.path == "/json" else ["--expect-body", body]
         threads = min(self.client_threads, conns)
         cmd = [str(self.loadgen), "-t", str(threads), "-c", str(conns), "-d", f"{round(self.duration * 1000)}ms",
-               "--warmup", f"{round(self.warmup * 1000)}ms", "--pipeline", str(sc.pipeline), *expect,
+               "--warmup", f"{round(self.warmup * 1000)}ms", "--timeout", f"{max(1, round(self.timeout * 1000))}ms",
+               "--pipeline", str(sc.pipeline), *expect,
                "--engine", self.engine, "--json", str(json_path), "-q", "--announce"]
         if self.client_cpus:
             cmd += ["--cpus", ",".join(map(str, self.client_cpus))]
