@@ -195,6 +195,43 @@ class Targets(CompareTestCase):
         self.assertNoLeftovers(results, run)
 
 
+class Pairing(CompareTestCase):
+    def test_adjacent(self) -> None:
+        """--pairing adjacent: every target run has its own baseline run right next to it, and its ratio uses it."""
+        run = self.s.run(["--rounds", "2", "--duration", "0.3", "--warmup", "0", "--pause", "0",
+                          "--targets", "epoll,floor", "--contender", f"hello={self.s.hello()}",
+                          "--modes", "composed", "--scenarios", "plaintext", "--connections", "4",
+                          "--baseline", "floor", "--pairing", "adjacent"])
+        self.assertExit(run, 0)
+        results = self.results(run)
+        self.assertValid(results, run, required=False)
+        self.assertEqual(results["config"]["pairing"], "adjacent")
+        self.assertEqual(results["baseline"], "floor")
+        runs = sorted(results["runs"], key=lambda r: r["at_s"])
+        base_runs = [r for r in runs if r["target"] == "floor"]
+        # Two targets besides the baseline, two rounds: four pairs, four baseline runs.
+        self.assertEqual(len(base_runs), 4, [(r["target"], r["pair"]) for r in runs])
+        for tid in ("epoll/composed", "hello"):
+            ratios = []
+            for r in runs_of(results, tid):
+                mates = [b for b in base_runs if b["pair"] == r["pair"]]
+                self.assertIsNotNone(r["pair"], r)
+                self.assertEqual(len(mates), 1, f"{tid} pair {r['pair']}: baseline runs {mates}")
+                i, j = runs.index(r), runs.index(mates[0])
+                self.assertEqual(abs(i - j), 1, f"{tid} run and its baseline run are not adjacent: "
+                                                f"{[(x['target'], x['pair']) for x in runs]}")
+                ratios.append(r["rps"] / mates[0]["rps"])
+            row = next(x for x in rows_of(results, tid))
+            ratios.sort()
+            self.assertAlmostEqual(row["vs_baseline"]["rps"], (ratios[0] + ratios[1]) / 2, places=9)
+        # The side the baseline run takes alternates.
+        firsts = [runs[min(runs.index(r), runs.index(b))]["target"] == "floor"
+                  for r in runs if r["target"] != "floor"
+                  for b in base_runs if b["pair"] == r["pair"]]
+        self.assertIn(True, firsts)
+        self.assertIn(False, firsts)
+
+
 class Placement(CompareTestCase):
     def test_unpinned_two_rounds(self) -> None:
         """--server-cpus/--client-cpus none, threads, --engine, and the order reversed every other round."""

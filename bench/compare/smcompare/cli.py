@@ -75,6 +75,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                                                    f"--quick: {QUICK['duration']:g})")
     t.add_argument("--warmup", type=float, help=f"seconds of unmeasured load before each run (default: "
                                                  f"{FULL['warmup']:g}; --quick: {QUICK['warmup']:g})")
+    t.add_argument("--pairing", choices=("round", "adjacent"), default="round",
+                   help="round: one baseline run per round and scenario, every target's ratio against it; "
+                        "adjacent: every target run gets its own baseline run right next to it (about twice "
+                        "the runs; for close calls on a noisy machine) (default: %(default)s)")
     t.add_argument("--pause", type=float, default=0.2, help="seconds between runs (default: %(default)s)")
     t.add_argument("--timeout", type=float, default=2.0,
                    help="loadgen's --timeout: a request unanswered (or a connect not done) this long counts as "
@@ -254,6 +258,33 @@ def preflight(targets: list[Target], place: Placement, scenarios: list[Scenario]
         log(f"  {t.status}" + (f": {t.reason}" if t.reason else ""))
 
 
+def make_plan(live: list[Target], scenarios: list[Scenario], rounds: int, baseline: str | None,
+              pairing: str) -> list[tuple]:
+    """(round, scenario, connections, target, pair) in the order they run.
+
+    Every round runs each scenario and connection count on every target in
+    turn, the order reversed every other round. With pairing "adjacent" each
+    target's run gets its own baseline run right before or after it (the
+    side alternating), sharing a pair number its ratio is computed from."""
+    plan: list[tuple] = []
+    pair = 0
+    for rnd in range(1, rounds + 1):
+        order = live if rnd % 2 else live[::-1]
+        for sc in scenarios:
+            for conns in sc.connections:
+                ts = [t for t in order if sc.name in t.scenarios]
+                base = next((t for t in ts if t.id == baseline), None)
+                others = [t for t in ts if t is not base]
+                if pairing != "adjacent" or base is None or not others:
+                    plan += [(rnd, sc, conns, t, None) for t in ts]
+                    continue
+                for i, t in enumerate(others):
+                    pair += 1
+                    two = [(rnd, sc, conns, base, pair), (rnd, sc, conns, t, pair)]
+                    plan += two if (i + rnd) % 2 == 0 else two[::-1]
+    return plan
+
+
 def pick_baseline(wanted: str | None, targets: list[Target], modes: list[str]) -> str | None:
     ids = [t.id for t in targets if t.status == "measured"]
     if wanted:
@@ -337,17 +368,15 @@ def measure(a: argparse.Namespace) -> tuple[dict, bool]:
         live = [t for t in targets if t.status == "measured"]
         if not live:
             raise SetupError("no target could run here:\n" + "\n".join(f"  {t.id}: {t.reason}" for t in targets))
-        plan = []
-        for rnd in range(1, a.rounds + 1):
-            order = live if rnd % 2 else live[::-1]
-            for sc in a.scenario_list:
-                for conns in sc.connections:
-                    plan += [(rnd, sc, conns, t) for t in order if sc.name in t.scenarios]
+        baseline = pick_baseline(a.baseline, targets, a.modes)
+        if a.pairing == "adjacent" and baseline is None:
+            log("warning: --pairing adjacent needs a measured baseline; pairing by round")
+        plan = make_plan(live, a.scenario_list, a.rounds, baseline, a.pairing)
         progress = Progress(len(plan), a.warmup + a.duration + a.pause + 0.5)
         t0 = time.monotonic()
-        for rnd, sc, conns, t in plan:
+        for rnd, sc, conns, t, pair in plan:
             progress.show(f"round {rnd}/{a.rounds} {sc.name} c{conns} {t.id}")
-            runs.append(run_once(t, place, load, sc, conns, rnd, time.monotonic() - t0))
+            runs.append(run_once(t, place, load, sc, conns, rnd, time.monotonic() - t0, pair))
             progress.done += 1
             if a.pause:
                 time.sleep(a.pause)
@@ -375,7 +404,7 @@ def measure(a: argparse.Namespace) -> tuple[dict, bool]:
         "command": [sys.argv[0], *a.argv],
         "environment": envinfo.environment(a.cpus_allowed, versions),
         "config": {"quick": a.quick, "rounds": a.rounds, "duration_s": a.duration, "warmup_s": a.warmup,
-                   "timeout_s": a.timeout,
+                   "timeout_s": a.timeout, "pairing": a.pairing,
                    "pause_s": a.pause, "server_cpus": cpu_list(a.server_cpu_list),
                    "client_cpus": cpu_list(a.client_cpu_list), "server_threads": a.server_threads,
                    "client_threads": a.client_threads, "target_host": a.target_host,

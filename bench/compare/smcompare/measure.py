@@ -142,10 +142,11 @@ def _flatten_latency(lat: dict | None) -> dict:
     return out
 
 
-def run_once(target: Target, place: Placement, load: Load, sc: Scenario, conns: int, rnd: int, at: float) -> dict:
+def run_once(target: Target, place: Placement, load: Load, sc: Scenario, conns: int, rnd: int, at: float,
+             pair: int | None = None) -> dict:
     """Start target fresh, warm it up, measure one loadgen run, stop it."""
     rec: dict = {"target": target.id, "scenario": sc.name, "connections": conns, "pipeline": sc.pipeline,
-                 "round": rnd, "port": None, "at_s": round(at, 3), "valid": False, "problems": [], "noisy": [],
+                 "round": rnd, "pair": pair, "port": None, "at_s": round(at, 3), "valid": False, "problems": [], "noisy": [],
                  "duration_s": None, "requests": None, "rps": None, "latency_us": {}, "latency_curve": [],
                  "errors": {}, "status": {}, "limited_by": "unknown",
                  "server": {"cpu_user_s": None, "cpu_sys_s": None, "cpu_us_per_req": None, "user_us_per_req": None,

@@ -29,9 +29,20 @@ def summarize(runs: list[dict], baseline: str | None) -> list[dict]:
     groups: dict[tuple, list[dict]] = {}
     for r in runs:
         groups.setdefault(row_key(r), []).append(r)
-    # (scenario, connections, round) -> the baseline's valid run
-    base = {(r["scenario"], r["connections"], r["round"]): r
-            for r in runs if r["target"] == baseline and r["valid"]}
+    # A run's baseline run: the one of its pair (--pairing adjacent), else
+    # the baseline's run in the same round, scenario and connection count.
+    base_runs = [r for r in runs if r["target"] == baseline and r["valid"]]
+    by_pair = {r["pair"]: r for r in base_runs if r.get("pair") is not None}
+    by_round = {}
+    for r in base_runs:
+        by_round.setdefault((r["scenario"], r["connections"], r["round"]), r)
+
+    def base_of(r: dict) -> dict | None:
+        # (An earlier run re-read with another --baseline: its pairs were
+        # with the old one; fall back to the round.)
+        paired = by_pair.get(r["pair"]) if r.get("pair") is not None else None
+        return paired or by_round.get((r["scenario"], r["connections"], r["round"]))
+
     rows = []
     for (target, scenario, conns), rs in groups.items():
         ok = [r for r in rs if r["valid"]]
@@ -63,7 +74,7 @@ def summarize(runs: list[dict], baseline: str | None) -> list[dict]:
         for name, _better in COMPARED:
             ratios = []
             for r in ok:
-                b = base.get((scenario, conns, r["round"]))
+                b = base_of(r)
                 mine, theirs = _metric(r, name), _metric(b, name) if b else None
                 if mine is not None and theirs:
                     ratios.append(mine / theirs)
