@@ -302,10 +302,13 @@ class H2oTarget(PeerTarget):
         return super().describe_version(out).replace(" version ", " ")
 
     def describe(self, place: Placement) -> str:
-        return f"{self.version}, {place.server_threads} thread(s), mruby handler"
+        return f"{self.version}, {place.server_threads} thread(s), static files"
 
     def placeholders(self, place: Placement, d: Path) -> dict[str, str]:
-        return {"PORT": str(self.port), "THREADS": str(place.server_threads), "ADDRESS": place.listen_address}
+        for name, path in (("plaintext.txt", "/plaintext"), ("message.json", "/json")):
+            (d / name).write_bytes(ENDPOINTS[path][0])
+        return {"PORT": str(self.port), "THREADS": str(place.server_threads), "ADDRESS": place.listen_address,
+                "DIR": str(d), "USER_LINE": "user: root" if os.geteuid() == 0 else ""}
 
     def argv_for(self, exe: str, d: Path) -> list[str]:
         return [exe, "-c", str(d / "h2o.conf")]
