@@ -46,7 +46,6 @@ import json
 import os
 import platform
 import re
-import selectors
 import shutil
 import signal
 import socket
@@ -319,30 +318,16 @@ class EpollTarget(Target):
         wait_port(self.port, self.proc)
 
     def _read_ready_line(self) -> str:
-        sel = selectors.DefaultSelector()
-        fd = self.proc.stdout.fileno()
-        sel.register(fd, selectors.EVENT_READ)
-        buf = b""
-        deadline = time.monotonic() + STARTUP_TIMEOUT
         try:
-            while b"\n" not in buf:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise SetupError(f"{self.program} printed no ready line within {STARTUP_TIMEOUT:.0f}s"
-                                     f" (got {buf!r})")
-                if sel.select(min(left, 0.2)):
-                    chunk = os.read(fd, 4096)
-                    if not chunk:
-                        try:
-                            rc = self.proc.wait(STOP_TIMEOUT)
-                        except subprocess.TimeoutExpired:
-                            rc = "none (still running, stdout closed)"
-                        raise SetupError(f"{self.program} exited with code {rc} before its ready line"
-                                         f" (stdout {buf!r})")
-                    buf += chunk
-        finally:
-            sel.close()
-        line, _, extra = buf.partition(b"\n")
+            line, extra, eof = _procs.read_first_line(self.proc, STARTUP_TIMEOUT)
+        except TimeoutError as e:
+            raise SetupError(f"{self.program} printed no ready line: {e}") from None
+        if eof:
+            try:
+                rc = self.proc.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                rc = "none (still running, stdout closed)"
+            raise SetupError(f"{self.program} exited with code {rc} before its ready line (stdout {line!r})")
         if extra.strip():
             self.extra_stdout.append(extra.decode(errors="replace"))
         return line.decode(errors="replace").strip()
@@ -584,13 +569,7 @@ def run_wrk(args, target: Target, endpoint: str, pipelined: bool, duration: int,
 def busy_processes(seconds: float = 1.0, threshold: float = 0.05) -> list[dict]:
     """Processes (not this one) that used more than threshold of a CPU over a short sample."""
     def sample() -> dict[int, dict]:
-        out = {}
-        for ent in os.listdir("/proc"):
-            if ent.isdigit():
-                st = _read_stat(int(ent))
-                if st is not None:
-                    out[int(ent)] = st
-        return out
+        return {pid: {**st, "ticks": st["utime"] + st["stime"]} for pid, st in _procs.all_stats().items()}
     a = sample()
     time.sleep(seconds)
     b = sample()

@@ -30,6 +30,11 @@ from cmptest import TINY, CompareTestCase, by_id, rows_of, runs_of  # noqa: E402
 FAILED_OR_SKIPPED = ("skipped", "failed")
 
 
+def with_contenders(args: list[str], contenders: dict[str, str]) -> list[str]:
+    """args plus --contender NAME=CMD for each."""
+    return args + [x for name, cmd in contenders.items() for x in ("--contender", f"{name}={cmd}")]
+
+
 class CleanRun(CompareTestCase):
     def test_start_stop_clean(self) -> None:
         """Models, floor, nginx (when installed) and a contender start and stop cleanly, fresh per run."""
@@ -80,11 +85,9 @@ class Failures(CompareTestCase):
             "bad404": self.s.hello("404"),
             "badbody": self.s.hello("wrong-body"),
         }
-        args = TINY + ["--targets", "epoll", "--modes", "composed", "--scenarios", "plaintext,json",
-                       "--connections", "4", "--contender", f"halfbad={self.s.hello('plaintext-only')}"]
-        for name, cmd in bad.items():
-            args += ["--contender", f"{name}={cmd}"]
-        run = self.s.run(args)
+        run = self.s.run(with_contenders(TINY + ["--targets", "epoll", "--modes", "composed", "--scenarios",
+                                                 "plaintext,json", "--connections", "4"],
+                                         {"halfbad": self.s.hello("plaintext-only"), **bad}))
         self.assertExit(run, 3)
         results = self.results(run)
         self.assertValid(results, run, required=False)
@@ -119,10 +122,8 @@ class InvalidRuns(CompareTestCase):
     def test_invalid_runs(self) -> None:
         """Runs with errors or a dead server are invalid: listed, out of the medians, exit 3."""
         bad = {"flaky": self.s.hello("flaky"), "dies": self.s.hello("die-after")}
-        args = TINY + ["--targets", "epoll", "--modes", "composed", "--scenarios", "plaintext", "--connections", "4"]
-        for name, cmd in bad.items():
-            args += ["--contender", f"{name}={cmd}"]
-        run = self.s.run(args)
+        run = self.s.run(with_contenders(TINY + ["--targets", "epoll", "--modes", "composed", "--scenarios",
+                                                 "plaintext", "--connections", "4"], bad))
         self.assertExit(run, 3)
         results = self.results(run)
         self.assertValid(results, run, required=False)
@@ -238,7 +239,8 @@ class Placement(CompareTestCase):
         run = self.s.run(["--rounds", "2", "--duration", "0.3", "--warmup", "0", "--pause", "0",
                           "--targets", "epoll,floor", "--modes", "composed", "--scenarios", "plaintext",
                           "--connections", "4", "--server-cpus", "none", "--client-cpus", "none",
-                          "--server-threads", "2", "--client-threads", "1", "--engine", "epoll"])
+                          "--server-threads", "2", "--client-threads", "1", "--engine", "epoll",
+                          "--timeout", "3"])
         self.assertExit(run, 0)
         results = self.results(run)
         self.assertValid(results, run, required=False)
@@ -247,6 +249,7 @@ class Placement(CompareTestCase):
         self.assertIsNone(cfg["client_cpus"], cfg)
         self.assertEqual((cfg["server_threads"], cfg["client_threads"], cfg["engine"]), (2, 1, "epoll"))
         self.assertEqual(cfg["warmup_s"], 0)
+        self.assertEqual((cfg["timeout_s"], cfg["pairing"]), (3, "round"))
         for tid in ("epoll/composed", "floor"):
             runs = self.assertMeasured(results, tid, run)
             self.assertEqual(sorted(r["round"] for r in runs), [1, 2], tid)
@@ -257,6 +260,7 @@ class Placement(CompareTestCase):
                 self.assertTrue(has_option(server, ("--threads", "-t"), "2"), f"server threads: {server}")
                 self.assertTrue(has_option(client, ("--threads", "-t"), "1"), f"loadgen threads: {client}")
                 self.assertTrue(has_option(client, ("--engine",), "epoll"), f"loadgen engine: {client}")
+                self.assertTrue(has_option(client, ("--timeout",), "3000ms"), f"loadgen timeout: {client}")
                 self.assertEqual(r["client"]["engine"], "epoll", r["client"])
         runs = results["runs"]
         if all("at_s" in r for r in runs):

@@ -58,10 +58,10 @@ def busy_processes(exclude: set[int]) -> list[dict]:
     """Processes using a noticeable share of a CPU right now (over 0.5 s)."""
     import time
 
-    from .procs import CLK_TCK, _all_stats  # noqa: PLC0415 - only here
-    a = _all_stats()
+    from .procs import CLK_TCK, all_stats  # noqa: PLC0415 - only here
+    a = all_stats()
     time.sleep(0.5)
-    b = _all_stats()
+    b = all_stats()
     out = []
     for pid, st in b.items():
         if pid in exclude or pid not in a:

@@ -33,6 +33,8 @@ import shlex
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
+from . import util
+
 Json = dict[str, Any]
 Cell = str | tuple[str, str]
 DASH = "\u2013"
@@ -83,30 +85,13 @@ def _num(x: Any) -> float | None:
 
 
 def fmt_rate(x: Any) -> str:
-    """Requests per second: 950, 123.4k, 1.23M."""
-    v = _num(x)
-    if v is None:
-        return "-"
-    if v == 0:
-        return "0"
-    if abs(v) >= 1e6:
-        return f"{v / 1e6:.2f}M"
-    if abs(v) >= 1e3:
-        return f"{v / 1e3:.1f}k"
-    return f"{v:.1f}" if abs(v) < 10 else f"{v:.0f}"
+    """Requests per second: 950, 123.4k, 1.23M (the table's format)."""
+    return util.fmt_rate(_num(x))
 
 
 def fmt_sig(x: Any) -> str:
-    """A plain figure with 3 significant digits (no exponent below 1e6)."""
-    v = _num(x)
-    if v is None:
-        return "-"
-    if v == 0:
-        return "0"
-    if abs(v) >= 1000:
-        return f"{v:.0f}"
-    digits = max(0, 2 - math.floor(math.log10(abs(v))))
-    return f"{v:.{min(digits, 6)}f}"
+    """A plain figure with 3 significant digits (the table's format)."""
+    return util.fmt_num(_num(x))
 
 
 def fmt_latency(us: Any) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import selectors
 import signal
 import socket
 import subprocess
@@ -69,7 +70,8 @@ def read_stat(pid: int) -> dict | None:
     }
 
 
-def _all_stats() -> dict[int, dict]:
+def all_stats() -> dict[int, dict]:
+    """read_stat() of every process, by pid."""
     stats = {}
     for ent in os.listdir("/proc"):
         if ent.isdigit():
@@ -80,12 +82,12 @@ def _all_stats() -> dict[int, dict]:
 
 
 def session_members(sid: int) -> list[int]:
-    return [pid for pid, st in _all_stats().items() if st["session"] == sid and st["state"] != "Z"]
+    return [pid for pid, st in all_stats().items() if st["session"] == sid and st["state"] != "Z"]
 
 
 def process_tree(root: int) -> dict[int, dict]:
     """root and all of its descendants (zombies excluded), with their stat readings."""
-    stats = _all_stats()
+    stats = all_stats()
     if root not in stats:
         return {}
     children: dict[int, list[int]] = {}
@@ -137,6 +139,34 @@ def sample_pids(pids: list[int]) -> dict[int, dict]:
         if st is not None and st["state"] != "Z":
             out[pid] = {"utime": st["utime"], "stime": st["stime"], "ctx": ctx_switches(pid), "comm": st["comm"]}
     return out
+
+
+def read_first_line(p: subprocess.Popen, timeout: float) -> tuple[bytes, bytes, bool]:
+    """Read p's stdout until its first newline, for at most timeout seconds.
+
+    Returns (first line without the newline, whatever came after it, eof):
+    eof is True when stdout closed before a newline (the line is then all
+    that came). Raises TimeoutError when no newline came in time."""
+    assert p.stdout is not None
+    sel = selectors.DefaultSelector()
+    fd = p.stdout.fileno()
+    sel.register(fd, selectors.EVENT_READ)
+    buf = b""
+    deadline = time.monotonic() + timeout
+    try:
+        while b"\n" not in buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"no complete line within {timeout:.0f}s (got {buf!r})")
+            if sel.select(min(left, 0.2)):
+                chunk = os.read(fd, 4096)
+                if not chunk:
+                    return buf, b"", True
+                buf += chunk
+    finally:
+        sel.close()
+    line, _, extra = buf.partition(b"\n")
+    return line, extra, False
 
 
 def read_cpu_lines() -> dict[str, list[int]]:

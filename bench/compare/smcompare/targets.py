@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import selectors
 import shlex
 import shutil
 import subprocess
@@ -178,32 +177,21 @@ class ModelTarget(Target):
         threading.Thread(target=_drain, args=(self.proc,), daemon=True).start()
 
     def _ready_line(self, err_path: Path) -> str:
-        assert self.proc is not None and self.proc.stdout is not None
-        sel = selectors.DefaultSelector()
-        fd = self.proc.stdout.fileno()
-        sel.register(fd, selectors.EVENT_READ)
-        buf = b""
-        deadline = time.monotonic() + STARTUP_TIMEOUT
+        assert self.proc is not None
         try:
-            while b"\n" not in buf:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise StartError(f"no ready line within {STARTUP_TIMEOUT:.0f}s", False)
-                if sel.select(min(left, 0.2)):
-                    chunk = os.read(fd, 4096)
-                    if not chunk:
-                        try:
-                            rc = self.proc.wait(5)
-                        except subprocess.TimeoutExpired:
-                            rc = None
-                        why = _tail(err_path) or f"exit code {rc}"
-                        # It could not start here (io_uring refused, a bad
-                        # prefix, ...): skipped with its own words.
-                        raise StartError(f"cannot start here: {why}", True)
-                    buf += chunk
-        finally:
-            sel.close()
-        return buf.partition(b"\n")[0].decode(errors="replace").strip()
+            line, _, eof = procs.read_first_line(self.proc, STARTUP_TIMEOUT)
+        except TimeoutError as e:
+            raise StartError(f"no ready line: {e}", False) from None
+        if eof:
+            try:
+                rc = self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                rc = None
+            why = _tail(err_path) or f"exit code {rc}"
+            # It could not start here (io_uring refused, a bad prefix, ...):
+            # skipped with its own words.
+            raise StartError(f"cannot start here: {why}", True)
+        return line.decode(errors="replace").strip()
 
     def problem_log(self) -> str:
         return ""
