@@ -532,6 +532,22 @@ class BadUsage(CompareTestCase):
     def test_unknown_target(self) -> None:
         self.check_usage_error(["--targets", "epoll,bogus"], ["bogus"])
 
+    def test_bad_values(self) -> None:
+        cases = {
+            "contender without {port}": (["--contender", "noport=sleep 100"], ["{port}"]),
+            "zero connections": (["--connections", "0"], ["--connections"]),
+            "connections not a number": (["--connections", "many"], ["--connections"]),
+            "unavailable CPU": (["--server-cpus", "4096"], ["--server-cpus", "4096"]),
+            "bad CPU list": (["--client-cpus", "1-0"], ["--client-cpus"]),
+            "unknown mode": (["--modes", "fast"], ["--modes"]),
+            "unknown scenario": (["--scenarios", "xml"], ["--scenarios"]),
+            "zero timeout": (["--timeout", "0"], ["--timeout"]),
+            "unknown pairing": (["--pairing", "random"], ["--pairing"]),
+        }
+        for what, (args, words) in cases.items():
+            with self.subTest(what):
+                self.check_usage_error(["--targets", "epoll"] + args, words)
+
     def test_malformed_contender(self) -> None:
         with self.subTest("no '='"):
             self.check_usage_error(["--targets", "epoll", "--contender", "nocmd"], ["nocmd"])
