@@ -39,6 +39,11 @@ Session::Session(const ResponseCache& cache, const Limits& limits) noexcept
 
 void Session::reset() noexcept {
     llhttp_init(&parser_, HTTP_REQUEST, &kSettings);
+    // Any single-digit version gets as far as head_done(), which serves
+    // HTTP/1.x as HTTP/1.1 (RFC 9110 2.5: HTTP/1.2 is an HTTP/1.1 request
+    // from a newer client) and answers other majors with 505. llhttp 8.1.0
+    // has no setter for this flag.
+    parser_.lenient_flags |= LENIENT_VERSION;
     parser_.data = this;
     out_ = nullptr;
     scan_pos_ = nullptr;
@@ -127,7 +132,7 @@ bool Session::head_done() noexcept {
         return false;
     }
     if (parser_.http_major != 1) {
-        fail(Status::bad_request, "unsupported HTTP version");
+        fail(Status::http_version_not_supported, "this server speaks HTTP/1.1");
         return false;
     }
     // RFC 9112 3.2: 400 for an HTTP/1.1 request without Host, and for any
@@ -193,6 +198,13 @@ void Session::fail(Status s, std::string_view detail) noexcept {
     cache_->write_error(s, detail, head, Persistence::close, *out_);
     ++responses_;
     closed_ = true;
+}
+
+void Session::expire_head(ByteBuffer& out) noexcept {
+    if (closed_) return;
+    out_ = &out;
+    fail(Status::request_timeout, "request head not received in time");
+    out_ = nullptr;
 }
 
 int Session::fail_in_callback(Status s, std::string_view detail) noexcept {

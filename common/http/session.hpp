@@ -49,6 +49,14 @@ class Session {
 
     // No request is partly received.
     [[nodiscard]] bool idle() const noexcept { return !in_message_ && guard_.bytes() == 0; }
+    // A request head (request line and headers) is partly received: the
+    // model's --header-timeout runs from the moment this became true.
+    [[nodiscard]] bool in_head() const noexcept {
+        return phase_ == Phase::head && !closed_ && !idle();
+    }
+    // The head did not arrive in time: appends "408 Request Timeout" with
+    // "Connection: close" to `out` and ends the session. Nothing if closed().
+    void expire_head(ByteBuffer& out) noexcept;
     [[nodiscard]] bool closed() const noexcept { return closed_; }
     [[nodiscard]] std::uint64_t responses() const noexcept { return responses_; }
 

@@ -33,9 +33,11 @@ std::string_view reason_for(int status) {
         case 400: return "Bad Request";
         case 404: return "Not Found";
         case 405: return "Method Not Allowed";
+        case 408: return "Request Timeout";
         case 413: return "Content Too Large";
         case 414: return "URI Too Long";
         case 431: return "Request Header Fields Too Large";
+        case 505: return "HTTP Version Not Supported";
         default: return "?";
     }
 }
@@ -853,9 +855,8 @@ std::vector<BadRequest> bad_requests() {
         // What llhttp itself rejects.
         {"unknown method", "FOO / HTTP/1.1\r\nHost: test\r\n\r\n"},
         {"lower-case method", "get / HTTP/1.1\r\nHost: test\r\n\r\n"},
-        {"HTTP/1.2", "GET / HTTP/1.2\r\nHost: test\r\n\r\n"},
-        {"HTTP/2.0 request line", "GET / HTTP/2.0\r\nHost: test\r\n\r\n"},
-        {"HTTP/3.0", "GET / HTTP/3.0\r\nHost: test\r\n\r\n"},
+        {"two-digit minor version", "GET / HTTP/1.10\r\nHost: test\r\n\r\n"},
+        {"version without a minor", "GET / HTTP/1\r\nHost: test\r\n\r\n"},
         {"not HTTP", "GET / FTP/1.1\r\nHost: test\r\n\r\n"},
         {"Content-Length with Transfer-Encoding",
          "POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 5\r\nTransfer-Encoding: "
@@ -1021,6 +1022,66 @@ TEST_CASE("session request_close makes the next response close the connection", 
         CHECK(s[0].body == kJsonBody);
         CHECK(s[0].header("Connection") == "close");
     }
+}
+
+TEST_CASE("session answers HTTP/1.x with a higher minor version as HTTP/1.1", "[session]") {
+    // RFC 9110 2.5: a 1.x request newer than ours is an HTTP/1.1 request.
+    SessionHarness h;
+    CHECK(h.feed("GET /plaintext HTTP/1.2\r\nHost: test\r\n\r\n"
+                 "GET /plaintext HTTP/1.9\r\nHost: test\r\nConnection: close\r\n\r\n") ==
+          Result::close);
+    const ParsedStream s = h.parsed();
+    REQUIRE(s.ok());
+    REQUIRE(s.size() == 2);
+    CHECK(s[0].status == 200);
+    CHECK(s[0].keep_alive);
+    CHECK(s[1].status == 200);
+    CHECK(s[1].header("Connection") == "close");
+}
+
+TEST_CASE("session answers other major versions with 505 and closes", "[session][guard]") {
+    for (const std::string version : {"HTTP/0.9", "HTTP/2.0", "HTTP/3.0", "HTTP/9.9"}) {
+        INFO(version);
+        SessionHarness h;
+        const Result r = h.feed("GET / " + version + "\r\nHost: test\r\n\r\n" + kFollowUp);
+        check_single_error(h, r, 505);
+    }
+}
+
+TEST_CASE("session is in a head from its first byte to its blank line", "[session]") {
+    SessionHarness h;
+    CHECK_FALSE(h.session.in_head());
+    h.feed("G");
+    CHECK(h.session.in_head());
+    h.feed("ET / HTTP/1.1\r\nHost: test\r\n");
+    CHECK(h.session.in_head());
+    h.feed("\r\n");
+    CHECK_FALSE(h.session.in_head());
+    h.feed("POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 5\r\n\r\nhe");
+    CHECK_FALSE(h.session.in_head());  // in the body: --idle-timeout, not the head deadline
+    h.feed("llo");
+    CHECK_FALSE(h.session.in_head());
+    h.feed("GET / HTTP/1.1\r\n");
+    CHECK(h.session.in_head());
+}
+
+TEST_CASE("session expire_head answers 408 and closes", "[session]") {
+    SessionHarness h;
+    CHECK(h.feed("GET /plaintext HTTP/1.1\r\nHost: test\r\n\r\nGET /plaintext HTTP/1.1\r\nHo") ==
+          Result::open);
+    h.session.expire_head(h.out);
+    CHECK(h.session.closed());
+    const ParsedStream s = h.parsed();
+    REQUIRE(s.ok());
+    REQUIRE(s.size() == 2);
+    CHECK(s[0].status == 200);
+    CHECK(s[1].status == 408);
+    CHECK(s[1].header("Connection") == "close");
+    CHECK(h.session.responses() == 2);
+    // Once closed, a second expiry writes nothing.
+    const std::size_t before = h.out.size();
+    h.session.expire_head(h.out);
+    CHECK(h.out.size() == before);
 }
 
 TEST_CASE("session is idle only between requests", "[session]") {
