@@ -41,6 +41,7 @@ ParsedOptions parse_server_options(std::string_view program_name, std::string_vi
     double shutdown_s = static_cast<double>(o.shutdown_timeout.count()) / 1000.0;
     double linger_s = static_cast<double>(o.linger_timeout.count()) / 1000.0;
     double idle_s = static_cast<double>(o.idle_timeout.count()) / 1000.0;
+    double header_s = static_cast<double>(o.header_timeout.count()) / 1000.0;
 
     app.add_option("-a,--address", o.address,
                    "Address to listen on: IPv4 or IPv6, 0.0.0.0 or :: for all interfaces")
@@ -101,6 +102,12 @@ ParsedOptions parse_server_options(std::string_view program_name, std::string_vi
         ->check(CLI::Range(0.001, 86400.0))
         ->capture_default_str()
         ->group(limits);
+    app.add_option("--header-timeout", header_s,
+                   "Seconds from a request's first byte until its head (request line and "
+                   "headers) must be complete, however slowly it trickles in; then 408 and close")
+        ->check(CLI::Range(0.001, 86400.0))
+        ->capture_default_str()
+        ->group(limits);
     app.add_option("--max-head-bytes", o.limits.max_head_bytes,
                    "Largest request line + headers; larger gets 431")
         ->check(CLI::Range(std::size_t{64}, std::size_t{1} << 24))
@@ -151,6 +158,7 @@ ParsedOptions parse_server_options(std::string_view program_name, std::string_vi
     o.shutdown_timeout = to_ms(shutdown_s);
     o.linger_timeout = to_ms(linger_s);
     o.idle_timeout = std::max(to_ms(idle_s), std::chrono::milliseconds(1));
+    o.header_timeout = std::max(to_ms(header_s), std::chrono::milliseconds(1));
     if (o.threads == 0) {
         const std::size_t n = !o.cpus.empty() ? o.cpus.size() : allowed_cpus().size();
         o.threads = n == 0 ? 1u : static_cast<unsigned>(n);

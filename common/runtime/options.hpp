@@ -30,6 +30,11 @@ struct ServerOptions {
     // A keep-alive connection with no request in progress is closed after this.
     // nginx: 75 s, Kestrel: 130 s, h2o: 10 s, Node.js: 5 s.
     std::chrono::milliseconds idle_timeout{60000};
+    // A request head must be complete this long after its first byte, however
+    // the bytes trickle in (slowloris); past it: 408 and close.
+    // nginx client_header_timeout: 60 s, Node.js headersTimeout: 60 s,
+    // Kestrel RequestHeadersTimeout: 30 s.
+    std::chrono::milliseconds header_timeout{30000};
     // Connections open at once, over all threads; beyond it new connections
     // wait in the listen backlog until one closes.
     std::size_t max_connections = 10000;

@@ -298,7 +298,23 @@ void Server::serve(Worker& w, int fd) {
     }
     w.session.reset();
     w.out.clear();
+    // Inside a request head, each read waits at most until the head's
+    // deadline (set at its first byte, never moved: trickling cannot extend
+    // it); otherwise for --idle-timeout.
+    Clock::time_point head_deadline{};
+    bool in_head = false;
+    std::chrono::milliseconds rcv_timeout = opts_.idle_timeout;
     while (true) {
+        std::chrono::milliseconds want = opts_.idle_timeout;
+        if (in_head) {
+            const auto left = std::chrono::ceil<std::chrono::milliseconds>(head_deadline - Clock::now());
+            if (left.count() <= 0) return expire_head(w, fd);
+            want = std::min(want, left);
+        }
+        if (want != rcv_timeout) {
+            set_timeouts(fd, want, opts_.idle_timeout);
+            rcv_timeout = want;
+        }
         // seq_cst store then load, against the acceptor's store of stopping_
         // then load of idle_in_read: one of the two sees the other, so a
         // thread never sleeps in read() through a stop.
@@ -309,14 +325,24 @@ void Server::serve(Worker& w, int fd) {
         if (n == 0) return;  // the client closed (or the stop shut our read side)
         if (n < 0) {
             if (errno == EINTR) continue;
+            if (errno == EAGAIN && in_head && Clock::now() >= head_deadline)
+                return expire_head(w, fd);
             return;  // EAGAIN: --idle-timeout passed; or an error
         }
         w.cache.refresh(std::time(nullptr));
         if (stopping_.load(std::memory_order_relaxed)) w.session.request_close();
         const auto r = w.session.feed({w.read_buf.get(), static_cast<std::size_t>(n)}, w.out);
+        if (w.session.in_head() && !in_head) head_deadline = Clock::now() + opts_.header_timeout;
+        in_head = w.session.in_head();
         if (!write_all(fd, w.out)) return;
         if (r == http::Session::Result::close) return linger(w, fd);
     }
+}
+
+void Server::expire_head(Worker& w, int fd) {
+    // Everything answered so far is written (write_all): the 408 follows it.
+    w.session.expire_head(w.out);
+    if (write_all(fd, w.out)) linger(w, fd);
 }
 
 void Server::linger(Worker& w, int fd) {

@@ -57,6 +57,7 @@ class Server {
     void worker_loop(Worker& w);
     void serve(Worker& w, int fd);
     void linger(Worker& w, int fd);
+    void expire_head(Worker& w, int fd);
     void stop_connections(int how, bool only_idle);
 
     const runtime::ServerOptions& opts_;

@@ -157,6 +157,35 @@ void Reactor::touch(Connection& c) noexcept {
     by_activity_.push_back(c);
 }
 
+void Reactor::track_head(Connection& c) noexcept {
+    // The deadline is set when a head begins and never moved by the bytes
+    // that follow: trickling cannot extend it (slowloris).
+    const bool in_head = c.session.in_head();
+    if (in_head == c.head_hook.linked()) return;
+    if (in_head) {
+        c.head_deadline = now_ + opts_.header_timeout;
+        in_head_.push_back(c);
+    } else {
+        HeadList::remove(c);
+    }
+}
+
+void Reactor::expire_head(Connection& c) {
+    HeadList::remove(c);
+    // Responses still queued: the client is not reading, so it gets no 408.
+    if (!c.pending.empty()) return close_now(c);
+    c.session.expire_head(out_);
+    ssize_t w;
+    do {
+        w = ::send(c.fd, out_.data(), out_.size(), MSG_NOSIGNAL);
+    } while (w < 0 && errno == EINTR);
+    const bool whole = w == static_cast<ssize_t>(out_.size());
+    out_.clear();
+    if (!whole) return close_now(c);
+    c.want_close = true;
+    start_linger(c);
+}
+
 void Reactor::pause_accepting_at_limit() {
     // New connections wait in the listen backlog until a slot frees: closing a
     // connection here resumes at once, one closed by another thread within kLimitPause.
@@ -205,6 +234,7 @@ void Reactor::service(Connection& c) {
                 if (budget == kReadsPerEvent) touch(c);
                 --budget;
                 const auto r = c.session.feed({read_buf_.get(), static_cast<std::size_t>(n)}, out_);
+                track_head(c);
                 if (r == http::Session::Result::close) {
                     c.want_close = true;  // what follows is not answered
                     drained = true;
@@ -300,6 +330,7 @@ void Reactor::start_linger(Connection& c) {
     c.lingering = true;
     c.linger_deadline = Clock::now() + opts_.linger_timeout;
     ActivityList::remove(c);  // bounded by the linger deadline instead
+    HeadList::remove(c);
     lingering_.push_back(c);
     drain_linger(c);
 }
@@ -321,6 +352,7 @@ void Reactor::close_now(Connection& c) {
     ReadyList::remove(c);
     LingerList::remove(c);
     ActivityList::remove(c);
+    HeadList::remove(c);
     c.pending.clear();
     c.pending.release();
     closed_.push_back(&c);
@@ -380,6 +412,9 @@ void Reactor::run_timers() {
     // Least recently active first: stop at the first one still in time.
     while (!by_activity_.empty() && by_activity_.front().last_active + opts_.idle_timeout <= now)
         close_now(by_activity_.front());
+    // Oldest head first, likewise.
+    while (!in_head_.empty() && in_head_.front().head_deadline <= now)
+        expire_head(in_head_.front());
     if (accept_paused_ && now >= accept_resume_) resume_accepting();
     if (stopping_ && now >= shutdown_deadline_) {
         for (Connection& c : pool_)
@@ -392,6 +427,8 @@ int Reactor::next_timeout_ms() {
     if (lingering_.empty() && by_activity_.empty() && !accept_paused_ && !stopping_) return -1;
     Clock::time_point next = Clock::time_point::max();
     if (!lingering_.empty()) next = lingering_.front().linger_deadline;
+    if (!in_head_.empty() && in_head_.front().head_deadline < next)
+        next = in_head_.front().head_deadline;
     if (!by_activity_.empty() && by_activity_.front().last_active + opts_.idle_timeout < next)
         next = by_activity_.front().last_active + opts_.idle_timeout;
     if (accept_paused_ && accept_resume_ < next) next = accept_resume_;

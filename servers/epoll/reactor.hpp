@@ -39,9 +39,11 @@ struct Connection {
     bool lingering = false;      // our side shut down; draining until the client closes
     Clock::time_point linger_deadline{};
     Clock::time_point last_active{};  // last read or write progress
+    Clock::time_point head_deadline{};  // the request head in progress must be complete by then
     runtime::ListHook ready_hook;   // in Reactor::ready_: has input left after its budget
     runtime::ListHook linger_hook;  // in Reactor::lingering_
     runtime::ListHook idle_hook;    // in Reactor::by_activity_, least recently active first
+    runtime::ListHook head_hook;    // in Reactor::in_head_: a request head is partly here
 };
 
 class Reactor {
@@ -53,12 +55,15 @@ class Reactor {
     using ReadyList = runtime::IntrusiveList<Connection, &Connection::ready_hook>;
     using LingerList = runtime::IntrusiveList<Connection, &Connection::linger_hook>;
     using ActivityList = runtime::IntrusiveList<Connection, &Connection::idle_hook>;
+    using HeadList = runtime::IntrusiveList<Connection, &Connection::head_hook>;
 
     void dispatch(const epoll_event& ev);
     void accept_connections();
     void pause_accepting(int err);
     void pause_accepting_at_limit();
     void touch(Connection& c) noexcept;
+    void track_head(Connection& c) noexcept;
+    void expire_head(Connection& c);
     void resume_accepting();
     void service(Connection& c);
     bool write_pending(Connection& c);
@@ -89,6 +94,7 @@ class Reactor {
     ReadyList ready_;
     LingerList lingering_;
     ActivityList by_activity_;  // open connections (not lingering), for --idle-timeout
+    HeadList in_head_;          // connections inside a request head, oldest head first
     std::size_t live_ = 0;
     Clock::time_point now_{};  // read once per loop iteration
 

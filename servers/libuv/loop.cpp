@@ -83,6 +83,7 @@ Worker::Worker(const runtime::WorkerContext& ctx)
       limit_(ctx.connections),
       idle_ms_(millis(ctx.options.idle_timeout)),
       linger_ms_(millis(ctx.options.linger_timeout)),
+      header_ms_(millis(ctx.options.header_timeout)),
       cache_(ctx.options.mode, std::time(nullptr)),
       read_buf_(std::make_unique_for_overwrite<char[]>(kReadSize)),
       out_(kOutputSize) {
@@ -308,6 +309,7 @@ void Worker::read(Connection& c, ssize_t nread, const uv_buf_t& buf) {
     cache_.refresh(std::time(nullptr));
     touch(c);
     const auto r = c.session.feed({buf.base, static_cast<std::size_t>(nread)}, out_);
+    track_head(c);
     if (r == http::Session::Result::close) c.want_close = true;  // what follows is not answered
     if (!out_.empty() && !send_batch(c)) return;
     if (c.want_close) finish(c);
@@ -378,6 +380,34 @@ void Worker::touch(Connection& c) noexcept {
     schedule(c.last_active + idle_ms_);  // a comparison unless the timer is idle
 }
 
+void Worker::track_head(Connection& c) noexcept {
+    // The deadline is set when a head begins and never moved by the bytes
+    // that follow: trickling cannot extend it (slowloris).
+    const bool in_head = c.session.in_head();
+    if (in_head == c.head_hook.linked()) return;
+    if (in_head) {
+        c.head_deadline = now() + header_ms_;
+        in_head_.push_back(c);
+        schedule(c.head_deadline);
+    } else {
+        HeadList::remove(c);
+    }
+}
+
+void Worker::expire_head(Connection& c) {
+    HeadList::remove(c);
+    // Responses still being written: the client is not reading, so it gets no 408.
+    if (c.writing) return close_now(c);
+    c.session.expire_head(out_);
+    const uv_buf_t b = buffer(out_);
+    const int n = uv_try_write(stream(c.tcp), &b, 1);
+    const bool whole = n == static_cast<int>(out_.size());
+    out_.clear();
+    if (!whole) return close_now(c);
+    c.want_close = true;
+    finish(c);
+}
+
 // --- Closing --------------------------------------------------------------------
 
 void Worker::finish(Connection& c) {
@@ -391,6 +421,7 @@ void Worker::finish(Connection& c) {
     if (uv_shutdown(&c.shutdown_req, stream(c.tcp), on_shutdown) != 0) return close_now(c);
     c.lingering = true;
     ActivityList::remove(c);  // bounded by the linger deadline instead
+    HeadList::remove(c);
     c.linger_deadline = now() + linger_ms_;
     lingering_.push_back(c);
     schedule(c.linger_deadline);
@@ -402,6 +433,7 @@ void Worker::close_now(Connection& c) {
     c.open = false;
     ActivityList::remove(c);
     LingerList::remove(c);
+    HeadList::remove(c);
     // Closes the descriptor now; pending requests get UV_ECANCELED and the
     // object is recycled in on_close, after them.
     uv_close(handle(c.tcp), on_close);
@@ -480,6 +512,9 @@ void Worker::timers() {
         }
         close_now(c);
     }
+    // Oldest head first, likewise.
+    while (!in_head_.empty() && in_head_.front().head_deadline <= t)
+        expire_head(in_head_.front());
     if (accept_paused_ && t >= accept_resume_) resume_accepting();
     if (paused_at_limit_ && t >= limit_retry_) resume_at_limit();
     if (stopping_ && t >= shutdown_deadline_) {
@@ -490,6 +525,7 @@ void Worker::timers() {
     // later, so the timer may have fired early: nothing was due).
     if (!lingering_.empty()) schedule(lingering_.front().linger_deadline);
     if (!by_activity_.empty()) schedule(by_activity_.front().last_active + idle_ms_);
+    if (!in_head_.empty()) schedule(in_head_.front().head_deadline);
     if (accept_paused_) schedule(accept_resume_);
     if (paused_at_limit_) schedule(limit_retry_);
     if (stopping_ && live_ > 0) schedule(shutdown_deadline_);

@@ -54,6 +54,7 @@ struct Connection {
     std::size_t unwritten = 0;  // libuv's write queue at the last idle check
     Millis last_active = 0;     // last read, or write completed
     Millis linger_deadline = 0;
+    Millis head_deadline = 0;   // the request head in progress must be complete by then
     bool open = false;            // false once uv_close was called (the object waits for close_cb)
     bool reading = false;         // uv_read_start is in effect
     bool writing = false;         // write_req is in flight; reading is paused
@@ -62,6 +63,7 @@ struct Connection {
     runtime::ListHook idle_hook;  // in Worker::by_activity_, least recently active first
     runtime::ListHook linger_hook;  // in Worker::lingering_
     runtime::ListHook free_hook;    // in Worker::free_
+    runtime::ListHook head_hook;    // in Worker::in_head_: a request head is partly here
 };
 
 // Owns a uv_loop_t. close_all() closes every handle still open and runs the
@@ -93,6 +95,7 @@ class Worker {
     using ActivityList = runtime::IntrusiveList<Connection, &Connection::idle_hook>;
     using LingerList = runtime::IntrusiveList<Connection, &Connection::linger_hook>;
     using FreeList = runtime::IntrusiveList<Connection, &Connection::free_hook>;
+    using HeadList = runtime::IntrusiveList<Connection, &Connection::head_hook>;
     enum class ListenerState : std::uint8_t { closed, open, closing };
 
     // libuv callbacks: noexcept trampolines into the members below, through guard().
@@ -129,6 +132,8 @@ class Worker {
     bool start_reading(Connection& c) noexcept;
     void stop_reading(Connection& c) noexcept;
     void touch(Connection& c) noexcept;
+    void track_head(Connection& c) noexcept;
+    void expire_head(Connection& c);
     void finish(Connection& c);
     void close_now(Connection& c);
     void recycle(Connection& c) noexcept;
@@ -145,6 +150,7 @@ class Worker {
     runtime::ConnectionLimit& limit_;
     const Millis idle_ms_;
     const Millis linger_ms_;
+    const Millis header_ms_;
     http::ResponseCache cache_;
     // One read buffer and one output buffer per loop, shared by its
     // connections: libuv's read callback consumes the bytes before it
@@ -164,6 +170,7 @@ class Worker {
     FreeList free_;
     ActivityList by_activity_;  // open connections not lingering, for --idle-timeout
     LingerList lingering_;
+    HeadList in_head_;  // connections inside a request head, oldest head first
     std::size_t live_ = 0;
 
     bool stopping_ = false;

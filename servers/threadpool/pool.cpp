@@ -174,8 +174,8 @@ void Pool::run() {
     // Timeouts are enforced by a sweep: a quarter of the shortest timeout,
     // within [10 ms, 500 ms].
     const auto sweep_every = std::clamp<std::chrono::milliseconds>(
-        std::min(opts_.idle_timeout, opts_.linger_timeout) / 4, std::chrono::milliseconds(10),
-        std::chrono::milliseconds(500));
+        std::min({opts_.idle_timeout, opts_.linger_timeout, opts_.header_timeout}) / 4,
+        std::chrono::milliseconds(10), std::chrono::milliseconds(500));
     next_sweep_ = Clock::now() + sweep_every;
     while (true) {
         if (stopping_) {
@@ -280,8 +280,21 @@ void Pool::sweep(Clock::time_point now) {
     registry_.for_each([&](Connection& c) {
         const Clock::rep linger = c.linger_deadline.load(std::memory_order_relaxed);
         if ((linger != 0 && t >= linger) ||
-            t - c.last_active.load(std::memory_order_relaxed) >= idle)
+            t - c.last_active.load(std::memory_order_relaxed) >= idle) {
             ::shutdown(c.fd, SHUT_RDWR);
+            return;
+        }
+        // A request head past its deadline gets a 408, which only the owner
+        // can write: wake it. Armed means in epoll and owned by no worker, so
+        // re-arming with EPOLLOUT (writable: fires at once) hands it to one,
+        // and service() answers. Should a worker's own re-arm overwrite this
+        // one, the next sweep wakes it again. The registry lock keeps the
+        // descriptor open meanwhile (owners leave the registry before closing).
+        const Clock::rep head = c.head_deadline.load(std::memory_order_relaxed);
+        if (head != 0 && t >= head && c.armed.load(std::memory_order_acquire)) {
+            auto ev = event_for(&c, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLONESHOT);
+            epoll_rearm(ep_.get(), c.fd, &ev);
+        }
     });
 }
 
@@ -310,7 +323,11 @@ void Pool::worker_loop(Worker& w) {
 }
 
 void Pool::service(Worker& w, Connection& c, std::uint32_t events) {
-    c.last_active.store(ticks(Clock::now()), std::memory_order_relaxed);
+    const Clock::rep now = ticks(Clock::now());
+    c.last_active.store(now, std::memory_order_relaxed);
+    if (const Clock::rep head = c.head_deadline.load(std::memory_order_relaxed);
+        head != 0 && now >= head && !c.lingering)
+        return expire_head(w, c);
     if (c.lingering) {
         for (int i = 0; i < kReadsPerHandOff; ++i) {
             const ssize_t n = ::read(c.fd, w.read_buf.get(), kReadSize);
@@ -337,8 +354,9 @@ void Pool::service(Worker& w, Connection& c, std::uint32_t events) {
         const ssize_t n = ::read(c.fd, w.read_buf.get(), kReadSize);
         if (n > 0) {
             --budget;
-            if (c.session.feed({w.read_buf.get(), static_cast<std::size_t>(n)}, w.out) ==
-                http::Session::Result::close) {
+            const auto r = c.session.feed({w.read_buf.get(), static_cast<std::size_t>(n)}, w.out);
+            track_head(c);
+            if (r == http::Session::Result::close) {
                 c.want_close = true;
                 break;
             }
@@ -393,6 +411,27 @@ void Pool::rearm(Connection& c, std::uint32_t events) {
     auto ev = event_for(&c, events | EPOLLONESHOT);
     c.armed.store(true, std::memory_order_release);
     if (epoll_rearm(ep_.get(), fd, &ev) != 0) close_connection(c);
+}
+
+void Pool::track_head(Connection& c) noexcept {
+    // The deadline is set when a head begins and never moved by the bytes
+    // that follow: trickling cannot extend it (slowloris).
+    const bool in_head = c.session.in_head();
+    if (in_head == (c.head_deadline.load(std::memory_order_relaxed) != 0)) return;
+    c.head_deadline.store(in_head ? ticks(Clock::now() + opts_.header_timeout) : 0,
+                          std::memory_order_relaxed);
+}
+
+void Pool::expire_head(Worker& w, Connection& c) {
+    c.head_deadline.store(0, std::memory_order_relaxed);
+    // Responses still queued: the client is not reading, so it gets no 408.
+    if (!c.pending.empty()) return close_connection(c);
+    c.session.expire_head(w.out);
+    const bool whole = flush(c, w.out) && w.out.empty();
+    w.out.clear();
+    if (!whole) return close_connection(c);
+    c.want_close = true;
+    start_linger(w, c);
 }
 
 void Pool::start_linger(Worker& w, Connection& c) {

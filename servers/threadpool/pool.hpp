@@ -57,6 +57,7 @@ struct Connection {
     // Read by the reactor's sweep, written by the owner (no other shared state).
     std::atomic<Clock::rep> last_active{0};
     std::atomic<Clock::rep> linger_deadline{0};  // 0: not lingering
+    std::atomic<Clock::rep> head_deadline{0};    // 0: no request head in progress
     runtime::ListHook registry_hook;             // under Pool::registry_mutex_
 };
 
@@ -101,6 +102,8 @@ class Pool {
     bool flush(Connection& c, http::ByteBuffer& out);
     void rearm(Connection& c, std::uint32_t events);
     void start_linger(Worker& w, Connection& c);
+    void track_head(Connection& c) noexcept;
+    void expire_head(Worker& w, Connection& c);
     void close_connection(Connection& c);
 
     void accept_connections();

@@ -323,11 +323,15 @@ void Worker::on_recv(Connection& c, int res, unsigned flags) {
             if (c.recv_paused) {
                 // Over the mark: keep the bytes (in order) until the output drains.
                 c.held.append(data);
-            } else if (c.session.feed(data, c.out) == http::Session::Result::close) {
-                c.want_close = true;  // what follows is not answered
-            } else if (output_of(c) >= kHighWater) {
-                // The output overshoots the mark by one buffer's responses at most.
-                pause_recv(c);
+            } else {
+                const auto r = c.session.feed(data, c.out);
+                track_head(c);
+                if (r == http::Session::Result::close) {
+                    c.want_close = true;  // what follows is not answered
+                } else if (output_of(c) >= kHighWater) {
+                    // The output overshoots the mark by one buffer's responses at most.
+                    pause_recv(c);
+                }
             }
         }
         buffers_.give_back(id);
@@ -409,6 +413,7 @@ void Worker::feed_held(Connection& c) {
     while (!c.held.empty() && output_of(c) < kHighWater) {
         const std::size_t n = std::min(c.held.size(), kBufferSize);
         const auto r = c.session.feed({c.held.data(), n}, c.out);
+        track_head(c);
         c.held.consume(n);
         if (r == http::Session::Result::close) {
             c.want_close = true;
@@ -457,6 +462,28 @@ void Worker::touch(Connection& c) noexcept {
     by_activity_.push_back(c);
 }
 
+void Worker::track_head(Connection& c) noexcept {
+    // The deadline is set when a head begins and never moved by the bytes
+    // that follow: trickling cannot extend it (slowloris).
+    const bool in_head = c.session.in_head();
+    if (in_head == c.head_hook.linked()) return;
+    if (in_head) {
+        c.head_deadline = now_ + opts_.header_timeout;
+        in_head_.push_back(c);
+    } else {
+        HeadList::remove(c);
+    }
+}
+
+void Worker::expire_head(Connection& c) {
+    HeadList::remove(c);
+    // Responses still queued: the client is not reading, so it gets no 408.
+    if (output_of(c) != 0 || c.send_in_flight || !c.held.empty()) return close_now(c);
+    c.session.expire_head(c.out);
+    c.want_close = true;
+    work(c);  // sends the 408, then lingers
+}
+
 void Worker::finish(Connection& c) {
     if (c.peer_closed) return close_now(c);
     start_linger(c);
@@ -470,6 +497,7 @@ void Worker::start_linger(Connection& c) {
     c.lingering = true;
     c.recv_paused = false;
     ActivityList::remove(c);  // bounded by the linger deadline instead
+    HeadList::remove(c);
     c.linger_deadline = now_ + opts_.linger_timeout;
     lingering_.push_back(c);
 }
@@ -480,6 +508,7 @@ void Worker::close_now(Connection& c) {
     ActivityList::remove(c);
     LingerList::remove(c);
     WorkList::remove(c);
+    HeadList::remove(c);
     c.out.clear();
     c.held.clear();
     if (c.ops == 0) return finalize(c);
@@ -541,6 +570,9 @@ void Worker::run_timers() {
     // Least recently active first: stop at the first one still in time.
     while (!by_activity_.empty() && by_activity_.front().last_active + opts_.idle_timeout <= now_)
         close_now(by_activity_.front());
+    // Oldest head first, likewise.
+    while (!in_head_.empty() && in_head_.front().head_deadline <= now_)
+        expire_head(in_head_.front());
     if (accept_paused_ && now_ >= accept_resume_) {
         if (paused_at_limit_) {
             try_resume_at_limit();
@@ -560,6 +592,7 @@ Clock::time_point Worker::next_deadline() {
     if (!lingering_.empty()) next = std::min(next, lingering_.front().linger_deadline);
     if (!by_activity_.empty())
         next = std::min(next, by_activity_.front().last_active + opts_.idle_timeout);
+    if (!in_head_.empty()) next = std::min(next, in_head_.front().head_deadline);
     if (accept_paused_) next = std::min(next, accept_resume_);
     if (stopping_) next = std::min(next, shutdown_deadline_);
     return next;

@@ -61,9 +61,11 @@ struct alignas(8) Connection {
     bool closing = false;             // cancelled: closed and recycled when ops reaches 0
     Clock::time_point last_active{};  // last recv or send progress
     Clock::time_point linger_deadline{};
+    Clock::time_point head_deadline{};  // the request head in progress must be complete by then
     runtime::ListHook idle_hook;    // in Worker::by_activity_, least recently active first
     runtime::ListHook linger_hook;  // in Worker::lingering_, earliest deadline first
     runtime::ListHook work_hook;    // in Worker::work_: needs a look after the batch
+    runtime::ListHook head_hook;    // in Worker::in_head_: a request head is partly here
 };
 
 class Worker {
@@ -75,6 +77,7 @@ class Worker {
     using ActivityList = runtime::IntrusiveList<Connection, &Connection::idle_hook>;
     using LingerList = runtime::IntrusiveList<Connection, &Connection::linger_hook>;
     using WorkList = runtime::IntrusiveList<Connection, &Connection::work_hook>;
+    using HeadList = runtime::IntrusiveList<Connection, &Connection::head_hook>;
 
     // What a completion is for: the low bits of its user_data. recv and send
     // carry the Connection's address in the other bits.
@@ -104,6 +107,8 @@ class Worker {
     void mark(Connection& c) noexcept;
     void work(Connection& c);
     void touch(Connection& c) noexcept;
+    void track_head(Connection& c) noexcept;
+    void expire_head(Connection& c);
     void finish(Connection& c);
     void start_linger(Connection& c);
     void close_now(Connection& c);
@@ -130,6 +135,7 @@ class Worker {
 
     WorkList work_;
     LingerList lingering_;
+    HeadList in_head_;          // connections inside a request head, oldest head first
     ActivityList by_activity_;  // open connections, not lingering: --idle-timeout
     std::size_t live_ = 0;      // connections not yet finalized
     std::size_t inflight_ = 0;  // submitted (or prepared) operations whose last completion is due

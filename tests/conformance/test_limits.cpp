@@ -1,6 +1,9 @@
-// Connection limits every model honours: --idle-timeout and --max-connections.
+// Connection limits every model honours: --idle-timeout, --header-timeout and
+// --max-connections.
 // (Request size limits are unit-tested on the session; the robustness suite
 // checks them against the binaries.)
+#include <poll.h>
+
 #include <catch2/catch.hpp>
 
 #include <optional>
@@ -69,6 +72,89 @@ TEST_CASE("limits at --max-connections a new connection waits in the backlog unt
         CHECK(r.status == 200);
         CHECK(r.body == kJsonBody);
         CHECK(held.back().request(make_request("GET", "/")).body == kRootBody);
+    }
+    fds.require_back();
+}
+
+namespace {
+
+// Sends `bytes` one at a time, `gap` apart, until all are sent, `until`
+// passes, or the server's answer is waiting to be read.
+void trickle(Connection& c, std::string_view bytes, std::chrono::milliseconds gap,
+             std::chrono::steady_clock::time_point until) {
+    for (std::size_t i = 0; i < bytes.size() && std::chrono::steady_clock::now() < until; ++i) {
+        pollfd p{c.fd(), POLLIN, 0};
+        if (::poll(&p, 1, 0) != 0) return;
+        c.send(bytes.substr(i, 1));
+        std::this_thread::sleep_for(gap);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("limits --header-timeout answers a head still trickling in at its deadline with 408",
+          "[conformance][limits]") {
+    // The deadline runs from the head's first byte; each byte arriving well
+    // within --idle-timeout does not extend it (slowloris).
+    auto server = start_server(
+        {"--threads", "1", "--header-timeout", "0.5", "--idle-timeout", "30"});
+    const FdBaseline fds(*server);
+    {
+        Connection slow = connect(*server);
+        std::string endless = "GET /plaintext HTTP/1.1\r\nHost: localhost\r\n";
+        for (int i = 0; i < 200; ++i)
+            endless += "X-Trickle: " + std::to_string(i) + "\r\n";
+        // Stops once the server's answer arrives.
+        const auto started = std::chrono::steady_clock::now();
+        trickle(slow, endless, 20ms, started + 10s);
+        const Response r = slow.read_response();
+        INFO(r.describe());
+        CHECK(r.status == 408);
+        CHECK(r.header("Connection") == "close");
+        CHECK_THAT(r.body, Catch::Matchers::StartsWith("Request Timeout"));
+        const auto closed = slow.expect_closed(10s);
+        INFO(closed.describe());
+        CHECK(closed.how == Connection::End::eof);
+
+        // Still serving: a fresh connection is answered.
+        Connection fresh = connect(*server);
+        CHECK(fresh.request(make_request("GET", "/plaintext")).status == 200);
+    }
+    fds.require_back();
+}
+
+TEST_CASE("limits --header-timeout runs from the head's first byte, not from the last response",
+          "[conformance][limits]") {
+    auto server = start_server(
+        {"--threads", "1", "--header-timeout", "0.5", "--idle-timeout", "30"});
+    const FdBaseline fds(*server);
+    {
+        // Idle between requests for longer than the head deadline: only
+        // --idle-timeout applies there, so the next request is answered.
+        Connection c = connect(*server);
+        REQUIRE(c.request(make_request("GET", "/plaintext")).status == 200);
+        std::this_thread::sleep_for(1200ms);
+        REQUIRE(c.request(make_request("GET", "/json")).status == 200);
+
+        // A body may arrive slower than the head deadline (each part within
+        // --idle-timeout): the deadline covers the head only.
+        c.send("POST /plaintext HTTP/1.1\r\nHost: localhost\r\nContent-Length: 4\r\n\r\n");
+        for (const char* part : {"a", "b", "c", "d"}) {
+            std::this_thread::sleep_for(250ms);
+            c.send(part);
+        }
+        CHECK(c.read_response().status == 405);
+
+        // A response written, then half a head: the 408 follows the 200.
+        c.send(make_request("GET", "/plaintext") + "GET /plain");
+        const Response ok = c.read_response();
+        CHECK(ok.status == 200);
+        const Response late = c.read_response();
+        INFO(late.describe());
+        CHECK(late.status == 408);
+        const auto closed = c.expect_closed(10s);
+        INFO(closed.describe());
+        CHECK(closed.how == Connection::End::eof);
     }
     fds.require_back();
 }

@@ -53,7 +53,9 @@ TEST_CASE("options help exits 0 and lists the options", "[conformance][options]"
     CHECK(r.status.clean());
     CHECK(r.status.describe() == "exited with code 0");
     for (const char* option :
-         {"--threads", "--port", "--address", "--mode", "--cpus", "--shutdown-timeout"}) {
+         {"--threads", "--port", "--address", "--mode", "--cpus", "--shutdown-timeout",
+          "--idle-timeout", "--header-timeout", "--linger-timeout", "--max-connections",
+          "--max-head-bytes", "--max-uri-bytes", "--max-header-count", "--max-body-bytes"}) {
         INFO("option " << option);
         CHECK_THAT(r.out, Catch::Matchers::Contains(option));
     }
@@ -78,6 +80,7 @@ TEST_CASE("options bad value exits 2 with an error", "[conformance][options]") {
         Case{{"--mode", "fast"}, "mode"}, Case{{"--backlog", "0"}, "backlog"},
         Case{{"--cpus", "x"}, "cpus"}, Case{{"--max-body-bytes", "lots"}, "max-body-bytes"},
         Case{{"--shutdown-timeout", "-1"}, "shutdown-timeout"},
+        Case{{"--header-timeout", "0"}, "header-timeout"},
         Case{{"--frobnicate"}, "frobnicate"});
     std::vector<std::string> args = {"--address", "127.0.0.1", "--port", "0"};
     args.insert(args.end(), bad.args.begin(), bad.args.end());
