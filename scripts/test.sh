@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds and runs the whole test suite: unit tests
-# and the conformance suite against every server binary, twice: a g++ Release
-# build with warnings as errors (preset ci), and a clang-14 build under
-# AddressSanitizer + UndefinedBehaviorSanitizer (preset clang-asan).
-#   scripts/test.sh                   both builds (what CI runs)
-#   scripts/test.sh --preset release  one preset (release, debug, asan, clang-asan, tsan, ci)
+# and the conformance and robustness suites against every server binary,
+# twice: a g++ Release build with warnings as errors (preset ci), and a
+# clang-14 build under AddressSanitizer + UndefinedBehaviorSanitizer (preset
+# clang-asan); then the conformance suite once more against every model built
+# with ThreadSanitizer (preset ci-tsan).
+#   scripts/test.sh                   all three (what CI runs)
+#   scripts/test.sh --preset release  one preset (release, debug, asan, clang-asan, tsan, ci, ci-tsan)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,7 +19,7 @@ while [ $# -gt 0 ]; do
     *) echo "test.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-[ ${#presets[@]} -gt 0 ] || presets=(ci clang-asan)
+[ ${#presets[@]} -gt 0 ] || presets=(ci clang-asan ci-tsan)
 
 scripts/deps.sh
 jobs=$(nproc)
