@@ -28,6 +28,7 @@ constexpr std::string_view status_line(Status s) noexcept {
         case Status::uri_too_long: return "HTTP/1.1 414 URI Too Long\r\n";
         case Status::header_fields_too_large:
             return "HTTP/1.1 431 Request Header Fields Too Large\r\n";
+        case Status::not_implemented: return "HTTP/1.1 501 Not Implemented\r\n";
         case Status::http_version_not_supported:
             return "HTTP/1.1 505 HTTP Version Not Supported\r\n";
     }

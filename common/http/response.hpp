@@ -24,6 +24,7 @@ enum class Status : std::uint16_t {
     payload_too_large = 413,
     uri_too_long = 414,
     header_fields_too_large = 431,
+    not_implemented = 501,
     http_version_not_supported = 505,
 };
 

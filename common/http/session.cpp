@@ -50,6 +50,7 @@ void Session::reset() noexcept {
     guard_.start_head();
     phase_ = Phase::head;
     in_message_ = method_known_ = closed_ = close_requested_ = false;
+    unknown_method_ = in_method_ = false;
     error_status_ = Status::bad_request;
     error_detail_ = "";
     uri_bytes_ = header_count_ = 0;
@@ -66,6 +67,11 @@ Session::Result Session::feed(std::span<const char> in, ByteBuffer& out) noexcep
     const char* p = in.data();
     const char* const end = p + in.size();
     scan_pos_ = p;
+    if (unknown_method_) {
+        scan_unknown_method(p, end);
+        out_ = nullptr;
+        return closed_ ? Result::close : Result::open;
+    }
     while (!closed_) {
         const llhttp_errno_t err = llhttp_execute(&parser_, p, static_cast<std::size_t>(end - p));
         if (err == HPE_OK) {
@@ -88,6 +94,16 @@ Session::Result Session::feed(std::span<const char> in, ByteBuffer& out) noexcep
             continue;
         }
         if (closed_) break;  // a callback already answered with an error
+        if (err == HPE_INVALID_METHOD) {
+            // llhttp knows a fixed list of methods; any other token is a
+            // well-formed request it cannot parse further. The bytes before
+            // the error are a prefix of a known method: token characters.
+            const char* const pos = llhttp_get_error_pos(&parser_);
+            if (!scan_to(pos)) break;
+            unknown_method_ = in_method_ = true;
+            scan_unknown_method(pos, end);
+            break;
+        }
         if (err == HPE_PAUSED_H2_UPGRADE) {
             fail(Status::bad_request, "HTTP/2 connection preface; this server speaks HTTP/1.1");
         } else if (err == HPE_USER) {
@@ -124,6 +140,32 @@ bool Session::scan_to(const char* to) noexcept {
         return false;
     }
     return true;
+}
+
+void Session::scan_unknown_method(const char* p, const char* end) noexcept {
+    // RFC 9110 5.6.2: tchar = "!" / "#" / "$" / "%" / "&" / "'" / "*" / "+" /
+    // "-" / "." / "^" / "_" / "`" / "|" / "~" / DIGIT / ALPHA.
+    constexpr auto is_tchar = [](unsigned char c) noexcept {
+        return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+               (c != 0 && std::strchr("!#$%&'*+-.^_`|~", c) != nullptr);
+    };
+    // Rare and bounded by --max-head-bytes: one byte at a time, so the head's
+    // end is found before whatever follows it (which is not answered).
+    for (const char* q = p; q < end; ++q) {
+        if (in_method_) {
+            if (*q == ' ') {
+                in_method_ = false;
+            } else if (!is_tchar(static_cast<unsigned char>(*q))) {
+                fail(Status::bad_request, "invalid character in the method");
+                return;
+            }
+        }
+        if (!scan_to(q + 1)) return;
+        if (guard_.head_complete()) {
+            fail(Status::not_implemented, "unknown method");
+            return;
+        }
+    }
 }
 
 bool Session::head_done() noexcept {

@@ -74,6 +74,9 @@ class Session {
 
     // Runs the guard over [scan_pos_, to); false after writing an error response.
     bool scan_to(const char* to) noexcept;
+    // After llhttp rejected the method: checks [p, end) as the rest of a head
+    // whose method is a token unknown to llhttp, answering 501 at its end.
+    void scan_unknown_method(const char* p, const char* end) noexcept;
     // Checks at the end of the head; false after writing an error response.
     bool head_done() noexcept;
     void respond() noexcept;
@@ -92,6 +95,10 @@ class Session {
     bool method_known_ = false;
     bool closed_ = false;
     bool close_requested_ = false;
+    // The request's method is a token llhttp does not know (RFC 9110 9.1: 501,
+    // not 400): the rest of the head goes to the guard alone.
+    bool unknown_method_ = false;
+    bool in_method_ = false;  // still inside that method token
     Status error_status_ = Status::bad_request;  // for HPE_USER
     const char* error_detail_ = "";
     std::size_t uri_bytes_ = 0;

@@ -37,6 +37,7 @@ std::string_view reason_for(int status) {
         case 413: return "Content Too Large";
         case 414: return "URI Too Long";
         case 431: return "Request Header Fields Too Large";
+        case 501: return "Not Implemented";
         case 505: return "HTTP Version Not Supported";
         default: return "?";
     }
@@ -853,8 +854,11 @@ std::vector<BadRequest> bad_requests() {
         {"control byte in the target", "GET /\x01 HTTP/1.1\r\nHost: test\r\n\r\n"},
         {"DEL in the target", "GET /\x7f HTTP/1.1\r\nHost: test\r\n\r\n"},
         // What llhttp itself rejects.
-        {"unknown method", "FOO / HTTP/1.1\r\nHost: test\r\n\r\n"},
-        {"lower-case method", "get / HTTP/1.1\r\nHost: test\r\n\r\n"},
+        {"method with a character that is not a token's", "GE(T / HTTP/1.1\r\nHost: test\r\n\r\n"},
+        {"method ending in a comma", "GET, / HTTP/1.1\r\nHost: test\r\n\r\n"},
+        {"quoted method", "\"GET\" / HTTP/1.1\r\nHost: test\r\n\r\n"},
+        {"unknown method with a bare LF", "FOO / HTTP/1.1\nHost: test\r\n\r\n"},
+        {"unknown method with obs-fold", "FOO / HTTP/1.1\r\nHost: test\r\n x\r\n\r\n"},
         {"two-digit minor version", "GET / HTTP/1.10\r\nHost: test\r\n\r\n"},
         {"version without a minor", "GET / HTTP/1\r\nHost: test\r\n\r\n"},
         {"not HTTP", "GET / FTP/1.1\r\nHost: test\r\n\r\n"},
@@ -1046,6 +1050,37 @@ TEST_CASE("session answers other major versions with 505 and closes", "[session]
         const Result r = h.feed("GET / " + version + "\r\nHost: test\r\n\r\n" + kFollowUp);
         check_single_error(h, r, 505);
     }
+}
+
+TEST_CASE("session answers a method token llhttp does not know with 501 and closes",
+          "[session][guard]") {
+    // RFC 9110 9.1: an unrecognized method SHOULD get 501; methods are
+    // case-sensitive, so "get" is such a token, not a malformed request.
+    for (const std::string method : {"FOO", "get", "GETX", "M-SEARCH2", "X_Y.Z~1!"}) {
+        INFO(method);
+        const std::string request = method + " /plaintext HTTP/1.1\r\nHost: test\r\n\r\n";
+        SessionHarness h;
+        check_single_error(h, h.feed(request + kFollowUp), 501);
+        // The same split at every byte: the 501 comes at the head's end only.
+        SessionHarness split;
+        Result r = Result::open;
+        for (std::size_t i = 0; i < request.size(); ++i) {
+            CHECK(split.out.empty());
+            r = split.feed(request.substr(i, 1));
+        }
+        check_single_error(split, r, 501);
+        CHECK(split.feed(kFollowUp) == Result::close);
+        CHECK(split.session.responses() == 1);
+    }
+}
+
+TEST_CASE("session applies the head limits to a request with an unknown method",
+          "[session][limits]") {
+    Limits limits;
+    limits.max_head_bytes = 256;
+    SessionHarness h(limits);
+    const Result r = h.feed("FOO / HTTP/1.1\r\nHost: test\r\nX: " + std::string(300, 'a'));
+    check_single_error(h, r, 431);
 }
 
 TEST_CASE("session is in a head from its first byte to its blank line", "[session]") {
