@@ -1,5 +1,6 @@
 #include "runtime/server.hpp"
 
+#include <malloc.h>
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -54,6 +55,15 @@ int serve(const Model& model, int argc, const char* const* argv) {
         parse_server_options(program, model.description, model.options, argc, argv);
     if (!parsed.options) return parsed.exit_code;
     const ServerOptions& opts = *parsed.options;
+#ifdef M_MMAP_THRESHOLD
+    // Buffers grown by a backlog (a client that pipelines without reading)
+    // are freed once drained; with glibc's dynamic threshold they come from
+    // the heap after the first such free and stay in it, fragmented: a soak
+    // of 300 such clients at a time took server-uring from 5 MiB to 150 and
+    // kept it there. A fixed threshold maps every block of 128 KiB or more
+    // and gives it back when freed (there: 22 MiB, flat over rounds).
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+#endif
     if (model.probe) {
         if (const auto why = model.probe(opts)) {
             log(*why);
