@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -13,6 +14,7 @@
 
 #include <array>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <stdexcept>
 #include <string_view>
@@ -107,9 +109,10 @@ struct Child {
 // fork + exec with stdin on /dev/null and stdout/stderr on the given
 // descriptors. The child dies with the test process (PR_SET_PDEATHSIG), starts
 // with default signal dispositions and an empty mask, and inherits no other
-// descriptor. Throws with errno when exec fails.
-Child spawn(const std::string& binary, const std::vector<std::string>& args, int out_fd,
-            int err_fd) {
+// descriptor; `limits` are set just before exec. Throws with errno when exec
+// (or setting a limit) fails.
+Child spawn(const std::string& binary, const std::vector<std::string>& args, int out_fd, int err_fd,
+            const ChildLimits& limits = {}) {
     std::vector<std::string> argv_store;
     argv_store.reserve(args.size() + 1);
     argv_store.push_back(binary);
@@ -151,6 +154,15 @@ Child spawn(const std::string& binary, const std::vector<std::string>& args, int
         // into the server: they would show up in its fd count and keep
         // sockets open.
         ::syscall(SYS_close_range, 3u, ~0u, CLOSE_RANGE_CLOEXEC);
+        if (limits.open_files) {
+            // Descriptors open above the limit (errpipe's write end) stay usable.
+            const rlimit nofile{*limits.open_files, *limits.open_files};
+            if (::setrlimit(RLIMIT_NOFILE, &nofile) != 0) {
+                const int err = errno;
+                [[maybe_unused]] const auto n = ::write(errpipe[1], &err, sizeof err);
+                ::_exit(127);
+            }
+        }
         ::execv(binary.c_str(), argv.data());
         const int err = errno;
         [[maybe_unused]] const auto n = ::write(errpipe[1], &err, sizeof err);
@@ -256,14 +268,14 @@ std::string BackgroundProcess::stderr_text() const {
 }
 
 ServerProcess::ServerProcess(const std::string& binary, const std::vector<std::string>& args,
-                             std::chrono::milliseconds ready_timeout)
+                             std::chrono::milliseconds ready_timeout, const ChildLimits& limits)
     : command_line_(join_command(binary, args)) {
     std::array<int, 2> out{-1, -1};
     if (::pipe2(out.data(), O_CLOEXEC) != 0) throw std::runtime_error(errno_text("pipe2", errno));
     stdout_fd_ = out[0];
     try {
         stderr_fd_ = make_memfd("sm-server-stderr");
-        pid_ = spawn(binary, args, out[1], stderr_fd_).pid;
+        pid_ = spawn(binary, args, out[1], stderr_fd_, limits).pid;
     } catch (...) {
         ::close(out[0]);
         ::close(out[1]);
@@ -432,6 +444,48 @@ std::string ServerProcess::describe_fds() const {
     }
     ::closedir(d);
     return s;
+}
+
+std::chrono::milliseconds ServerProcess::cpu_time() const {
+    if (status_) throw std::runtime_error("the server has exited: no CPU time to read");
+    const std::string path = "/proc/" + std::to_string(pid_) + "/stat";
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw std::runtime_error(errno_text("open " + path, errno));
+    std::array<char, 1024> buf{};
+    ssize_t n = 0;
+    do {
+        n = ::read(fd, buf.data(), buf.size() - 1);
+    } while (n < 0 && errno == EINTR);
+    const int err = errno;
+    ::close(fd);
+    if (n <= 0) throw std::runtime_error(errno_text("read " + path, n < 0 ? err : EIO));
+    // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so
+    // the fields are counted from the last ')'. utime and stime are fields 14
+    // and 15, the 12th and 13th after the ')'.
+    const std::string_view stat(buf.data(), static_cast<std::size_t>(n));
+    const auto close_paren = stat.rfind(')');
+    if (close_paren == std::string_view::npos)
+        throw std::runtime_error("unexpected " + path + ": " + std::string(stat));
+    std::string_view rest = stat.substr(close_paren + 1);
+    std::array<unsigned long long, 13> fields{};
+    for (auto& f : fields) {
+        while (!rest.empty() && rest.front() == ' ')
+            rest.remove_prefix(1);
+        const auto end = rest.find(' ');
+        const std::string_view field = rest.substr(0, end);
+        f = 0;
+        for (const char c : field) {
+            if (c < '0' || c > '9') break;  // the state letter, a negative field
+            f = f * 10 + static_cast<unsigned long long>(c - '0');
+        }
+        if (end == std::string_view::npos)
+            throw std::runtime_error("unexpected " + path + ": " + std::string(stat));
+        rest.remove_prefix(end);
+    }
+    const long ticks = ::sysconf(_SC_CLK_TCK);
+    const unsigned long long total = fields[11] + fields[12];
+    return std::chrono::milliseconds(static_cast<std::int64_t>(
+        total * 1000 / static_cast<unsigned long long>(ticks > 0 ? ticks : 100)));
 }
 
 std::string ServerProcess::stderr_text() const {

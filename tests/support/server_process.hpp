@@ -22,6 +22,14 @@ namespace sm::test {
 
 using namespace std::chrono_literals;
 
+// Resource limits set in a child between fork and exec (so the limit is the
+// server's own, and its pid is the one the test watches).
+struct ChildLimits {
+    // RLIMIT_NOFILE, soft and hard: the child cannot open descriptor number
+    // `open_files` or above (EMFILE). Nothing: inherited from the test.
+    std::optional<unsigned long> open_files;
+};
+
 // How a child process ended.
 struct ExitStatus {
     bool exited = false;  // exit() or return from main: `code` is valid
@@ -87,8 +95,9 @@ class ServerProcess {
     // Starts the server and waits up to `ready_timeout` for the ready line.
     // Throws std::runtime_error, with the server's stderr, when it cannot be
     // started, exits early, prints something else or is not ready in time.
+    // `limits` apply to the server process only.
     ServerProcess(const std::string& binary, const std::vector<std::string>& args,
-                  std::chrono::milliseconds ready_timeout = 10s);
+                  std::chrono::milliseconds ready_timeout = 10s, const ChildLimits& limits = {});
     ~ServerProcess();
     ServerProcess(const ServerProcess&) = delete;
     ServerProcess& operator=(const ServerProcess&) = delete;
@@ -117,6 +126,10 @@ class ServerProcess {
     [[nodiscard]] std::size_t open_fd_count() const;
     // The descriptors with their targets ("5 -> socket:[1234]"), for messages.
     [[nodiscard]] std::string describe_fds() const;
+    // CPU time the server has used so far, user + system, all threads
+    // (utime + stime from /proc/PID/stat, in clock ticks of usually 10 ms).
+    // Throws if the process has been reaped or /proc cannot be read.
+    [[nodiscard]] std::chrono::milliseconds cpu_time() const;
 
     // Everything the server wrote to stderr so far / to stdout after the ready line.
     [[nodiscard]] std::string stderr_text() const;
