@@ -12,7 +12,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <initializer_list>
 #include <sstream>
 #include <stdexcept>
@@ -45,16 +44,6 @@ std::string line_with(const std::string& text, std::initializer_list<std::string
         if (all) return line;
     }
     return {};
-}
-
-// Resident memory of a process, KiB (VmRSS in /proc/PID/status).
-std::size_t rss_kib(pid_t pid) {
-    std::ifstream f("/proc/" + std::to_string(pid) + "/status");
-    std::string line;
-    while (std::getline(f, line)) {
-        if (line.rfind("VmRSS:", 0) == 0) return std::stoul(line.substr(6));
-    }
-    throw std::runtime_error("no VmRSS for pid " + std::to_string(pid));
 }
 
 bool logged(const ServerProcess& server, std::string_view what) {

@@ -53,6 +53,10 @@ enum class Expect : std::uint8_t {
     no_body,  // answer to HEAD: headers only, whatever Content-Length says
 };
 
+// Bytes made readable for a failure message: CR, LF and other controls
+// escaped, input longer than `max` cut (its length said).
+std::string printable(std::string_view bytes, std::size_t max = 1500);
+
 // ASCII case-insensitive comparison (header names, tokens).
 bool iequals(std::string_view a, std::string_view b) noexcept;
 // Whether a comma-separated header value lists `token` (case-insensitive).

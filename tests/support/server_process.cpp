@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <stdexcept>
 #include <string_view>
 
@@ -184,6 +185,15 @@ Child spawn(const std::string& binary, const std::vector<std::string>& args, int
 }
 
 }  // namespace
+
+std::size_t rss_kib(pid_t pid) {
+    std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+    std::string line;
+    while (std::getline(f, line)) {
+        if (line.rfind("VmRSS:", 0) == 0) return std::stoul(line.substr(6));
+    }
+    throw std::runtime_error("no VmRSS for pid " + std::to_string(pid));
+}
 
 std::string ExitStatus::describe() const {
     std::string s;

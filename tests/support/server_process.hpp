@@ -90,6 +90,10 @@ class BackgroundProcess {
     std::string command_line_;
 };
 
+// Resident memory of a process, KiB (VmRSS in /proc/PID/status). Throws if
+// there is no such process.
+std::size_t rss_kib(pid_t pid);
+
 class ServerProcess {
   public:
     // Starts the server and waits up to `ready_timeout` for the ready line.

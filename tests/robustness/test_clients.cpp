@@ -1,0 +1,189 @@
+// Hostile clients rather than hostile bytes: one that pipelines without ever
+// reading, ones that trickle a request a byte at a time, and thousands that
+// connect and say nothing. None of them may starve the others, and the
+// server's memory and descriptors stay bounded. Servers run with
+// --threads 1, so every connection shares one event loop (or worker) and
+// starving the others would show.
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <catch2/catch.hpp>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "robustness.hpp"
+#include "support/wait.hpp"
+
+using namespace sm::test;
+using namespace sm::test::robustness;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void check_plaintext(const Response& r) {
+    INFO(r.describe());
+    CHECK(r.status == 200);
+    CHECK(r.body == conformance::kPlaintextBody);
+    CHECK(r.keep_alive);
+}
+
+}  // namespace
+
+TEST_CASE("a pipelining client that never reads cannot grow server memory or starve others",
+          "[robustness][clients]") {
+    auto server = start_server({"--threads", "1"});
+    const FdBaseline fds(*server);
+    const std::size_t rss_before = rss_kib(server->pid());
+    {
+        Connection other = connect(*server);
+        check_plaintext(other.request(make_request("GET", "/plaintext")));
+
+        // The flood: the shortest request that gets the longest answer,
+        // 1024 of them per send, to a small receive window that is never read.
+        const std::string request = "GET /json HTTP/1.1\r\nHost: a\r\n\r\n";
+        std::string chunk;
+        for (int i = 0; i < 1024; ++i)
+            chunk += request;
+        Connection flood = connect(*server, 10s, 4096);
+        const int sndbuf = 64 * 1024;
+        REQUIRE(::setsockopt(flood.fd(), SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf) == 0);
+
+        // Send up to 50 MB, until the server stops taking any (nothing goes
+        // out for a second: TCP flow control holds the client back) or 20 s
+        // pass. A server that read on, buffering ~4x as many response bytes,
+        // would take it all. Every 50 ms the other connection is served.
+        constexpr std::size_t kFlood = 50'000'000;
+        std::size_t sent = 0;
+        std::size_t off = 0;
+        std::size_t served = 0;
+        const auto start = Clock::now();
+        auto last_progress = start;
+        auto next_probe = start;
+        while (sent < kFlood && Clock::now() - last_progress < 1s && Clock::now() - start < 20s) {
+            if (Clock::now() >= next_probe) {
+                const Response r = other.request(make_request("GET", "/plaintext"));
+                if (r.status != 200) FAIL("the other connection got " << r.describe());
+                ++served;
+                next_probe = Clock::now() + 50ms;
+            }
+            pollfd p{flood.fd(), POLLOUT, 0};
+            if (::poll(&p, 1, 20) <= 0) continue;
+            const ssize_t n = ::send(flood.fd(), chunk.data() + off, chunk.size() - off,
+                                     MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (n < 0) {
+                if (errno == EAGAIN || errno == EINTR) continue;
+                FAIL("send on the flooding connection: " << std::strerror(errno));
+            }
+            off = (off + static_cast<std::size_t>(n)) % chunk.size();
+            sent += static_cast<std::size_t>(n);
+            last_progress = Clock::now();
+        }
+        const std::size_t rss_after = rss_kib(server->pid());
+        INFO("flooded "
+             << sent << " request bytes in "
+             << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count()
+             << " ms; the other connection was served " << served << " times meanwhile; server RSS "
+             << rss_before << " KiB before, " << rss_after << " KiB after");
+        CHECK(rss_after < rss_before + 64 * 1024);
+        CHECK(served > 0);
+
+        // With the flood held back (its requests waiting unread, its responses
+        // unread), the other connection is still served at once, pipelined too.
+        for (int i = 0; i < 5; ++i)
+            check_plaintext(other.request(make_request("GET", "/plaintext")));
+        other.send(make_request("GET", "/plaintext") + make_request("GET", "/json"));
+        const auto both = other.read_responses(2);
+        check_plaintext(both[0]);
+        CHECK(both[1].body == conformance::kJsonBody);
+        // And a new connection too.
+        require_serving(*server);
+        CHECK(rss_kib(server->pid()) < rss_before + 64 * 1024);
+    }
+    // The flooding client went away with responses unread (a reset): its
+    // connection and whatever was queued for it are released.
+    fds.require_back();
+    require_serving(*server);
+}
+
+TEST_CASE("requests trickled a byte every 50 ms are answered while others are served",
+          "[robustness][clients]") {
+    auto server = start_server({"--threads", "1"});
+    const FdBaseline fds(*server);
+    {
+        constexpr std::size_t kTricklers = 8;
+        const std::string request = make_request("GET", "/plaintext");
+        std::vector<Connection> tricklers;
+        for (std::size_t i = 0; i < kTricklers; ++i)
+            tricklers.push_back(connect(*server));
+        Connection other = connect(*server);
+        std::size_t served = 0;
+        // About two seconds: one byte on every trickling connection, then a
+        // request on the other one, every 50 ms.
+        for (std::size_t pos = 0; pos < request.size(); ++pos) {
+            for (auto& t : tricklers)
+                t.send(std::string_view(request).substr(pos, 1));
+            const Response r = other.request(make_request("GET", "/json"));
+            if (r.status != 200) FAIL("the other connection got " << r.describe());
+            ++served;
+            std::this_thread::sleep_for(50ms);
+        }
+        CHECK(served == request.size());
+        for (std::size_t i = 0; i < kTricklers; ++i) {
+            INFO("trickling connection " << i);
+            check_plaintext(tricklers[i].read_response());
+            CHECK(tricklers[i].buffered() == 0);
+            // And they stay usable.
+            check_plaintext(tricklers[i].request(request));
+        }
+    }
+    fds.require_back();
+}
+
+TEST_CASE("thousands of idle connections do not keep a new client from being served",
+          "[robustness][clients]") {
+    constexpr std::size_t kIdle = 2000;
+    // This process holds kIdle client sockets and the server (which inherits
+    // the limit) as many again, plus a margin for everything else.
+    const auto limit = raise_descriptor_limit(kIdle + 256);
+    if (!limit) {
+        WARN("RLIMIT_NOFILE cannot be raised to " << kIdle + 256
+                                                  << " descriptors here: test skipped");
+        return;
+    }
+    auto server = start_server({"--threads", "1"});
+    const FdBaseline fds(*server);
+    {
+        std::vector<Connection> idle;
+        idle.reserve(kIdle);
+        for (std::size_t i = 0; i < kIdle; ++i)
+            idle.push_back(connect(*server, 10s));
+        // All accepted, not merely queued in the backlog.
+        std::size_t open = 0;
+        const bool accepted = eventually(
+            [&] {
+                open = server->open_fd_count();
+                return open >= fds.count() + kIdle;
+            },
+            15s, 20ms);
+        INFO("server descriptors: baseline " << fds.count() << ", now " << open);
+        CHECK(accepted);
+
+        // A new client is served promptly (within the usual I/O timeout), a few times.
+        for (int i = 0; i < 3; ++i)
+            require_serving(*server);
+        // The idle ones are still there and still work.
+        for (std::size_t i = 0; i < kIdle; i += 97) {
+            INFO("idle connection " << i);
+            check_plaintext(idle[i].request(make_request("GET", "/plaintext")));
+        }
+    }
+    // All closed by the client: every descriptor is given back (bounded wait).
+    fds.require_back();
+    require_serving(*server);
+}
