@@ -21,15 +21,9 @@
 #include "runtime/listen.hpp"
 #include "runtime/log.hpp"
 #include "runtime/signals.hpp"
+#include "runtime/tsan.hpp"
 #include "runtime/unique_fd.hpp"
 
-#if defined(__SANITIZE_THREAD__)
-#define SM_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define SM_TSAN 1
-#endif
-#endif
 #ifdef SM_TSAN
 // Read by ThreadSanitizer at start-up (in every server: this file holds
 // serve()). A data race ends the server at once with exit code 66, so the

@@ -12,14 +12,8 @@
 #include <fmt/core.h>
 
 #include "runtime/listen.hpp"
+#include "runtime/tsan.hpp"
 
-#if defined(__SANITIZE_THREAD__)
-#define SM_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define SM_TSAN 1
-#endif
-#endif
 #ifdef SM_TSAN
 // Read by ThreadSanitizer at start-up: only the kernel-ordered re-arm, see
 // epoll_rearm() below (the name is unique in the program).

@@ -16,10 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <fstream>
-#include <map>
 #include <optional>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -70,32 +67,6 @@ void require_serving(const ServerProcess& server) {
     CHECK(r.body == kPlaintextBody);
 }
 
-// The kernel's queues of every connection to the server, by client port,
-// from one scan of /proc/net/tcp{,6} (which lists every socket on the
-// machine: scanning it once per connection is slow on a busy box).
-std::map<std::uint16_t, TcpQueues> server_side_queues(std::uint16_t server_port) {
-    std::map<std::uint16_t, TcpQueues> out;
-    for (const char* path : {"/proc/net/tcp", "/proc/net/tcp6"}) {
-        std::ifstream in(path);
-        std::string line;
-        std::getline(in, line);  // header
-        while (std::getline(in, line)) {
-            // "  sl  local_address rem_address   st tx_queue:rx_queue ..."
-            std::istringstream fields(line);
-            std::string sl, local, remote, st, queues;
-            if (!(fields >> sl >> local >> remote >> st >> queues)) continue;
-            const auto port_of = [](const std::string& a) {
-                return std::stoul(a.substr(a.rfind(':') + 1), nullptr, 16);
-            };
-            if (port_of(local) != server_port) continue;
-            const auto colon = queues.find(':');
-            out[static_cast<std::uint16_t>(port_of(remote))] =
-                TcpQueues{std::stoul(queues.substr(0, colon), nullptr, 16),
-                          std::stoul(queues.substr(colon + 1), nullptr, 16)};
-        }
-    }
-    return out;
-}
 
 // Pipelines requests for `path` on `c`, which should have a small receive
 // window, until the server stops reading them: its responses have filled
@@ -247,7 +218,7 @@ TEST_CASE("faults clients that abort mid-request and mid-response leave no trace
         std::string unread;
         const bool read = eventually(
             [&] {
-                const auto queues = server_side_queues(server->port());
+                const auto queues = tcp_queues_by_remote_port(server->port());
                 unread.clear();
                 for (const auto& c : conns) {
                     const auto q = queues.find(c.local_port());

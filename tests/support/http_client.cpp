@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 #include <utility>
@@ -457,9 +458,10 @@ Connection::Closed Connection::expect_closed(std::chrono::milliseconds timeout) 
     }
 }
 
-std::optional<TcpQueues> tcp_queues(std::uint16_t local_port, std::uint16_t remote_port) {
+std::map<std::uint16_t, TcpQueues> tcp_queues_by_remote_port(std::uint16_t local_port) {
     // "  sl  local_address rem_address   st tx_queue:rx_queue ..." with
     // addresses as HEXADDR:HEXPORT and the queues in hex.
+    std::map<std::uint16_t, TcpQueues> out;
     for (const char* path : {"/proc/net/tcp", "/proc/net/tcp6"}) {
         std::ifstream in(path);
         std::string line;
@@ -473,14 +475,23 @@ std::optional<TcpQueues> tcp_queues(std::uint16_t local_port, std::uint16_t remo
                 return colon == std::string::npos ? -1
                                                   : std::stol(a.substr(colon + 1), nullptr, 16);
             };
-            if (port_of(local) != local_port || port_of(remote) != remote_port) continue;
+            if (port_of(local) != local_port) continue;
+            const long remote_port = port_of(remote);
             const auto colon = queues.find(':');
-            if (colon == std::string::npos) continue;
-            return TcpQueues{std::stoul(queues.substr(0, colon), nullptr, 16),
-                             std::stoul(queues.substr(colon + 1), nullptr, 16)};
+            if (remote_port < 0 || colon == std::string::npos) continue;
+            out[static_cast<std::uint16_t>(remote_port)] =
+                TcpQueues{std::stoul(queues.substr(0, colon), nullptr, 16),
+                          std::stoul(queues.substr(colon + 1), nullptr, 16)};
         }
     }
-    return std::nullopt;
+    return out;
+}
+
+std::optional<TcpQueues> tcp_queues(std::uint16_t local_port, std::uint16_t remote_port) {
+    const auto all = tcp_queues_by_remote_port(local_port);
+    const auto it = all.find(remote_port);
+    if (it == all.end()) return std::nullopt;
+    return it->second;
 }
 
 std::string make_request(std::string_view method, std::string_view target,

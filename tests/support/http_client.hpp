@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -146,6 +147,10 @@ struct TcpQueues {
 // The queues of the socket whose local port is `local_port` and remote port
 // `remote_port` (any address), or nothing if there is none.
 std::optional<TcpQueues> tcp_queues(std::uint16_t local_port, std::uint16_t remote_port);
+// The queues of every connection whose local port is `local_port`, by remote
+// port: one scan of /proc/net/tcp{,6} (it lists every socket on the machine,
+// so scanning it once per connection is slow on a busy box).
+std::map<std::uint16_t, TcpQueues> tcp_queues_by_remote_port(std::uint16_t local_port);
 
 std::string make_request(std::string_view method, std::string_view target,
                          std::string_view extra_headers = {},
