@@ -54,6 +54,11 @@ class Session {
     [[nodiscard]] bool in_head() const noexcept {
         return phase_ == Phase::head && !closed_ && !idle();
     }
+    // Which request the head in progress belongs to: requests are answered in
+    // order, one response each, so it is the count of responses so far. A
+    // read that completes one head and begins the next leaves in_head() true;
+    // a changed head_id() tells the model the head (and its deadline) is new.
+    [[nodiscard]] std::uint64_t head_id() const noexcept { return responses_; }
     // The head did not arrive in time: appends "408 Request Timeout" with
     // "Connection: close" to `out` and ends the session. Nothing if closed().
     void expire_head(ByteBuffer& out) noexcept;

@@ -28,12 +28,19 @@ constexpr std::size_t kReadSize = 16 * 1024;
 constexpr std::size_t kStackSize = 256 * 1024;
 constexpr auto kAcceptPause = std::chrono::milliseconds(100);  // after EMFILE/ENFILE
 constexpr auto kPoll = std::chrono::milliseconds(20);          // while waiting to stop
+// How far a receive timeout may be from a head's deadline before it is reset.
+constexpr auto kHeadSlack = std::chrono::milliseconds(50);
 
 timeval to_timeval(std::chrono::milliseconds d) {
     timeval tv{};
     tv.tv_sec = static_cast<time_t>(d.count() / 1000);
     tv.tv_usec = static_cast<suseconds_t>((d.count() % 1000) * 1000);
     return tv;
+}
+
+void set_receive_timeout(int fd, std::chrono::milliseconds rcv) {
+    const timeval r = to_timeval(rcv);
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &r, sizeof r);
 }
 
 void set_timeouts(int fd, std::chrono::milliseconds rcv, std::chrono::milliseconds snd) {
@@ -298,21 +305,28 @@ void Server::serve(Worker& w, int fd) {
     }
     w.session.reset();
     w.out.clear();
-    // Inside a request head, each read waits at most until the head's
-    // deadline (set at its first byte, never moved: trickling cannot extend
-    // it); otherwise for --idle-timeout.
+    // Inside a request head, each read waits about until the head's deadline
+    // (set at its first byte, never moved: trickling cannot extend it);
+    // otherwise for --idle-timeout. Within a head the socket's timeout is
+    // only changed when it is off by more than kHeadSlack, so pipelined
+    // reads that each end inside a new head cost no setsockopt each.
     Clock::time_point head_deadline{};
+    std::uint64_t head_id = 0;
     bool in_head = false;
     std::chrono::milliseconds rcv_timeout = opts_.idle_timeout;
     while (true) {
         std::chrono::milliseconds want = opts_.idle_timeout;
+        bool off = false;
         if (in_head) {
             const auto left = std::chrono::ceil<std::chrono::milliseconds>(head_deadline - Clock::now());
             if (left.count() <= 0) return expire_head(w, fd);
             want = std::min(want, left);
+            off = want > rcv_timeout + kHeadSlack || rcv_timeout > want + kHeadSlack;
+        } else {
+            off = want != rcv_timeout;
         }
-        if (want != rcv_timeout) {
-            set_timeouts(fd, want, opts_.idle_timeout);
+        if (off) {
+            set_receive_timeout(fd, want);
             rcv_timeout = want;
         }
         // seq_cst store then load, against the acceptor's store of stopping_
@@ -325,15 +339,18 @@ void Server::serve(Worker& w, int fd) {
         if (n == 0) return;  // the client closed (or the stop shut our read side)
         if (n < 0) {
             if (errno == EINTR) continue;
-            if (errno == EAGAIN && in_head && Clock::now() >= head_deadline)
-                return expire_head(w, fd);
+            if (errno == EAGAIN && in_head) continue;  // the deadline is checked above
             return;  // EAGAIN: --idle-timeout passed; or an error
         }
         w.cache.refresh(std::time(nullptr));
         if (stopping_.load(std::memory_order_relaxed)) w.session.request_close();
         const auto r = w.session.feed({w.read_buf.get(), static_cast<std::size_t>(n)}, w.out);
-        if (w.session.in_head() && !in_head) head_deadline = Clock::now() + opts_.header_timeout;
         in_head = w.session.in_head();
+        // A read that ends one head and begins the next starts a new deadline.
+        if (in_head && (head_deadline == Clock::time_point{} || head_id != w.session.head_id())) {
+            head_id = w.session.head_id();
+            head_deadline = Clock::now() + opts_.header_timeout;
+        }
         if (!write_all(fd, w.out)) return;
         if (r == http::Session::Result::close) return linger(w, fd);
     }

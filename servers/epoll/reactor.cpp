@@ -160,14 +160,13 @@ void Reactor::touch(Connection& c) noexcept {
 void Reactor::track_head(Connection& c) noexcept {
     // The deadline is set when a head begins and never moved by the bytes
     // that follow: trickling cannot extend it (slowloris).
-    const bool in_head = c.session.in_head();
-    if (in_head == c.head_hook.linked()) return;
-    if (in_head) {
-        c.head_deadline = now_ + opts_.header_timeout;
-        in_head_.push_back(c);
-    } else {
-        HeadList::remove(c);
-    }
+    // A read that ends one head and begins the next starts a new deadline.
+    if (!c.session.in_head()) return HeadList::remove(c);
+    if (c.head_hook.linked() && c.head_id == c.session.head_id()) return;
+    HeadList::remove(c);
+    c.head_id = c.session.head_id();
+    c.head_deadline = now_ + opts_.header_timeout;
+    in_head_.push_back(c);
 }
 
 void Reactor::expire_head(Connection& c) {

@@ -410,10 +410,15 @@ void Pool::rearm(Connection& c, std::uint32_t events) {
 void Pool::track_head(Connection& c) noexcept {
     // The deadline is set when a head begins and never moved by the bytes
     // that follow: trickling cannot extend it (slowloris).
-    const bool in_head = c.session.in_head();
-    if (in_head == (c.head_deadline.load(std::memory_order_relaxed) != 0)) return;
-    c.head_deadline.store(in_head ? ticks(Clock::now() + opts_.header_timeout) : 0,
-                          std::memory_order_relaxed);
+    // A read that ends one head and begins the next starts a new deadline.
+    const bool timed = c.head_deadline.load(std::memory_order_relaxed) != 0;
+    if (!c.session.in_head()) {
+        if (timed) c.head_deadline.store(0, std::memory_order_relaxed);
+        return;
+    }
+    if (timed && c.head_id == c.session.head_id()) return;
+    c.head_id = c.session.head_id();
+    c.head_deadline.store(ticks(Clock::now() + opts_.header_timeout), std::memory_order_relaxed);
 }
 
 void Pool::expire_head(Worker& w, Connection& c) {

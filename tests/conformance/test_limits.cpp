@@ -158,3 +158,34 @@ TEST_CASE("limits --header-timeout runs from the head's first byte, not from the
     }
     fds.require_back();
 }
+
+TEST_CASE("limits --header-timeout starts afresh for each request when every read ends inside a head",
+          "[conformance][limits]") {
+    // Pipelined traffic often ends a read in the middle of the next request:
+    // the connection is then inside a head after every read, yet each head is
+    // new and quick. Its deadline is that head's own, not the first one's.
+    auto server = start_server(
+        {"--threads", "1", "--header-timeout", "0.3", "--idle-timeout", "30"});
+    const FdBaseline fds(*server);
+    {
+        Connection c = connect(*server);
+        const std::string request = make_request("GET", "/plaintext");
+        const std::string first_half = request.substr(0, request.size() / 2);
+        const std::string second_half = request.substr(request.size() / 2);
+        c.send(first_half);
+        const auto until = std::chrono::steady_clock::now() + 1500ms;
+        int answered = 0;
+        while (std::chrono::steady_clock::now() < until) {
+            std::this_thread::sleep_for(50ms);
+            c.send(second_half + first_half);  // ends one head, begins the next
+            const Response r = c.read_response();
+            INFO("after " << answered << " answers: " << r.describe());
+            REQUIRE(r.status == 200);
+            ++answered;
+        }
+        c.send(second_half);
+        CHECK(c.read_response().status == 200);
+        CHECK(answered >= 5);
+    }
+    fds.require_back();
+}

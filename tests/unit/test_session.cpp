@@ -1098,6 +1098,11 @@ TEST_CASE("session is in a head from its first byte to its blank line", "[sessio
     CHECK_FALSE(h.session.in_head());
     h.feed("GET / HTTP/1.1\r\n");
     CHECK(h.session.in_head());
+    // One feed that ends this head and begins the next: still in a head, a new one.
+    const auto first = h.session.head_id();
+    h.feed("Host: test\r\n\r\nGET / HT");
+    CHECK(h.session.in_head());
+    CHECK(h.session.head_id() != first);
 }
 
 TEST_CASE("session expire_head answers 408 and closes", "[session]") {
