@@ -31,7 +31,10 @@
 // nothing reads. TSAN_OPTIONS still overrides.
 extern "C" const char* __tsan_default_options();
 extern "C" const char* __tsan_default_options() {
-    return "halt_on_error=1:exitcode=66";
+    // history_size=7 (the most): a race report that TSan cannot give a
+    // stack for cannot be matched by a suppression (the thread pool's
+    // kernel-ordered hand-off, see servers/threadpool) and ended the server.
+    return "halt_on_error=1:exitcode=66:history_size=7";
 }
 #endif
 

@@ -92,7 +92,14 @@ std::size_t stall_server_writes(ServerProcess& server, Connection& c,
                 FAIL("ioctl SIOCOUTQNSD: " << std::strerror(errno));
             unchanged = unsent > 0 && unsent == last_unsent ? unchanged + 1 : 0;
             last_unsent = unsent;
-            if (unchanged >= 5) break;
+            // Stalled on writing, not merely slow to read (a sanitized
+            // server on a busy box can pause for longer than 50 ms): its
+            // send queue holds responses too.
+            if (unchanged >= 5) {
+                const std::optional<TcpQueues> q = tcp_queues(server.port(), c.local_port());
+                if (q && q->tx > 0) break;
+                unchanged = 0;
+            }
             continue;
         }
         unchanged = 0;
