@@ -79,8 +79,9 @@ ParsedOptions parse_server_options(std::string_view program_name, std::string_vi
 
     if (extra.uring_buffers)
         app.add_option("--uring-buffers", o.uring_buffers,
-                       "Provided receive buffers (8 KiB each) per thread's io_uring; a power of "
-                       "two. Too few for the busy connections and recvs wait for the next batch")
+                       "Provided receive buffers (8 KiB each, resident from the start) per "
+                       "thread's io_uring; a power of two. Too few for the busy connections and "
+                       "recvs wait for the next batch")
             ->check(CLI::Range(1u, 32768u))
             ->check(
                 [](const std::string& s) {

@@ -50,6 +50,10 @@ constexpr std::size_t kHighWater = 256 * 1024;
 constexpr std::size_t kLowWater = 64 * 1024;
 // Output buffers grown beyond this by a backlog are freed once drained.
 constexpr std::size_t kKeepCapacity = 64 * 1024;
+// What a connection object keeps per buffer when it goes back to the pool:
+// enough for the next connection's first responses without an allocation,
+// while a pool that once held a thousand slow readers holds little memory.
+constexpr std::size_t kPooledCapacity = 4 * 1024;
 // Completions taken from the queue per peek.
 constexpr unsigned kCqeBatch = 256;
 // How long accepting pauses after EMFILE/ENFILE: long enough not to spin,
@@ -528,9 +532,9 @@ void Worker::finalize(Connection& c) {
     c.out.clear();
     c.sending.clear();
     c.held.clear();
-    if (c.out.capacity() > kKeepCapacity) c.out.release();
-    if (c.sending.capacity() > kKeepCapacity) c.sending.release();
-    if (c.held.capacity() > kKeepCapacity) c.held.release();
+    if (c.out.capacity() > kPooledCapacity) c.out.release();
+    if (c.sending.capacity() > kPooledCapacity) c.sending.release();
+    if (c.held.capacity() > kPooledCapacity) c.held.release();
     c.recv_armed = c.recv_cancelling = c.recv_paused = c.send_in_flight = false;
     c.peer_closed = c.want_close = c.lingering = c.closing = false;
     free_.push_back(&c);
