@@ -26,6 +26,11 @@ constexpr std::size_t kReadSize = 16 * 1024;
 // A connection thread's stack: it keeps its buffers on the heap and needs
 // little; glibc's 8 MiB default would reserve 80 GB for 10,000 connections.
 constexpr std::size_t kStackSize = 256 * 1024;
+// A thread's output buffer starts at this and grows to one read's responses
+// (up to ~1,000 pipelined answers) when a connection needs it; it is put back
+// to this size when that connection ends, so each idle thread costs the same
+// and a pool that once served big pipelines does not keep their memory.
+constexpr std::size_t kOutSize = 4 * 1024;
 constexpr auto kAcceptPause = std::chrono::milliseconds(100);  // after EMFILE/ENFILE
 constexpr auto kPoll = std::chrono::milliseconds(20);          // while waiting to stop
 // How far a receive timeout may be from a head's deadline before it is reset.
@@ -101,8 +106,10 @@ struct Server::Worker {
     explicit Worker(const runtime::ServerOptions& o)
         : cache(o.mode, std::time(nullptr)),
           session(cache, o.limits),
-          read_buf(std::make_unique_for_overwrite<char[]>(kReadSize)),
-          out(4096) {}
+          // Zeroed, so resident from the start rather than page by page as
+          // large reads first reach each page.
+          read_buf(std::make_unique<char[]>(kReadSize)),
+          out(kOutSize) {}
     http::ResponseCache cache;
     http::Session session;
     std::unique_ptr<char[]> read_buf;
@@ -291,6 +298,11 @@ void Server::worker_loop(Worker& w) {
             w.fd = -1;
         }
         w.idle_in_read.store(false);
+        if (w.out.capacity() > kOutSize) {
+            w.out.clear();
+            w.out.release();
+            w.out.reserve(kOutSize);
+        }
         limit_.release();
         lock.lock();
         ++idle_count_;
@@ -305,12 +317,15 @@ void Server::serve(Worker& w, int fd) {
     }
     w.session.reset();
     w.out.clear();
-    // Inside a request head, each read waits about until the head's deadline
-    // (set at its first byte, never moved: trickling cannot extend it);
-    // otherwise for --idle-timeout. Within a head the socket's timeout is
-    // only changed when it is off by more than kHeadSlack, so pipelined
-    // reads that each end inside a new head cost no setsockopt each.
+    // Inside a request head, each read waits until the head's deadline (set
+    // at its first byte, never moved: trickling cannot extend it) or until
+    // --idle-timeout after the last read, whichever comes first; otherwise
+    // for --idle-timeout. Within a head the socket's timeout is only changed
+    // when it is off by more than kHeadSlack, so pipelined reads that each
+    // end inside a new head cost no setsockopt each; a read that wakes early
+    // goes round again.
     Clock::time_point head_deadline{};
+    Clock::time_point last_read{};  // kept while in a head only
     std::uint64_t head_id = 0;
     bool in_head = false;
     std::chrono::milliseconds rcv_timeout = opts_.idle_timeout;
@@ -318,9 +333,11 @@ void Server::serve(Worker& w, int fd) {
         std::chrono::milliseconds want = opts_.idle_timeout;
         bool off = false;
         if (in_head) {
-            const auto left = std::chrono::ceil<std::chrono::milliseconds>(head_deadline - Clock::now());
-            if (left.count() <= 0) return expire_head(w, fd);
-            want = std::min(want, left);
+            const auto now = Clock::now();
+            if (now >= head_deadline) return expire_head(w, fd);
+            const auto until = std::min(head_deadline, last_read + opts_.idle_timeout);
+            if (now >= until) return;  // quiet for --idle-timeout: closed like any idle connection
+            want = std::chrono::ceil<std::chrono::milliseconds>(until - now);
             off = want > rcv_timeout + kHeadSlack || rcv_timeout > want + kHeadSlack;
         } else {
             off = want != rcv_timeout;
@@ -339,17 +356,20 @@ void Server::serve(Worker& w, int fd) {
         if (n == 0) return;  // the client closed (or the stop shut our read side)
         if (n < 0) {
             if (errno == EINTR) continue;
-            if (errno == EAGAIN && in_head) continue;  // the deadline is checked above
+            if (errno == EAGAIN && in_head) continue;  // both deadlines are checked above
             return;  // EAGAIN: --idle-timeout passed; or an error
         }
         w.cache.refresh(std::time(nullptr));
         if (stopping_.load(std::memory_order_relaxed)) w.session.request_close();
         const auto r = w.session.feed({w.read_buf.get(), static_cast<std::size_t>(n)}, w.out);
         in_head = w.session.in_head();
-        // A read that ends one head and begins the next starts a new deadline.
-        if (in_head && (head_deadline == Clock::time_point{} || head_id != w.session.head_id())) {
-            head_id = w.session.head_id();
-            head_deadline = Clock::now() + opts_.header_timeout;
+        if (in_head) {
+            last_read = Clock::now();
+            // A read that ends one head and begins the next starts a new deadline.
+            if (head_deadline == Clock::time_point{} || head_id != w.session.head_id()) {
+                head_id = w.session.head_id();
+                head_deadline = last_read + opts_.header_timeout;
+            }
         }
         if (!write_all(fd, w.out)) return;
         if (r == http::Session::Result::close) return linger(w, fd);

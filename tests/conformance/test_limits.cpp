@@ -38,6 +38,29 @@ TEST_CASE("limits --idle-timeout closes a keep-alive connection that waits too l
     fds.require_back();
 }
 
+TEST_CASE("limits --idle-timeout also closes a connection that goes quiet inside a request head",
+          "[conformance][limits]") {
+    // --header-timeout bounds a head however busy it is; --idle-timeout still
+    // bounds each silence within it. With the head deadline far off, the
+    // idle timeout is what must close these.
+    auto server = start_server({"--threads", "1", "--idle-timeout", "0.3", "--header-timeout", "60"});
+    const FdBaseline fds(*server);
+    {
+        Connection first = connect(*server);
+        first.send("GET /plaintext HTTP/1.1\r\nHo");
+        Connection later = connect(*server);  // a head that starts after a response
+        REQUIRE(later.request(make_request("GET", "/json")).status == 200);
+        later.send("GET /json HT");
+        for (Connection* c : {&first, &later}) {
+            const auto closed = c->expect_closed(20s);
+            INFO(closed.describe());
+            CHECK(closed.how != Connection::End::timeout);
+            CHECK(closed.unexpected.empty());
+        }
+    }
+    fds.require_back();
+}
+
 TEST_CASE("limits at --max-connections a new connection waits in the backlog until one closes",
           "[conformance][limits]") {
     auto server = start_server({"--threads", "1", "--max-connections", "2"});
