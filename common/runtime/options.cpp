@@ -99,7 +99,8 @@ ParsedOptions parse_server_options(std::string_view program_name, std::string_vi
         ->capture_default_str()
         ->group(limits);
     app.add_option("--idle-timeout", idle_s,
-                   "Seconds a keep-alive connection may wait for its next request")
+                   "Seconds a connection may stay silent: waiting for its next request, or "
+                   "between the parts of one")
         ->check(CLI::Range(0.001, 86400.0))
         ->capture_default_str()
         ->group(limits);
