@@ -134,4 +134,23 @@ class Session {
     TargetState target_state_ = TargetState::start;
 };
 
+// When a model's --header-timeout deadline starts: at a head's first byte,
+// and again when one read completes a head and begins the next (pipelined
+// traffic often ends a read inside the next request, so in_head() stays true
+// across it). One per connection, beside the model's deadline.
+class HeadMark {
+  public:
+    // After a feed that leaves `s` inside a head: whether that head is new
+    // to the model's deadline (`running`: one is set, for the head recorded
+    // here), so the deadline must start now. Records the head.
+    [[nodiscard]] bool is_new(const Session& s, bool running) noexcept {
+        if (running && id_ == s.head_id()) return false;
+        id_ = s.head_id();
+        return true;
+    }
+
+  private:
+    std::uint64_t id_ = 0;
+};
+
 }  // namespace sm::http

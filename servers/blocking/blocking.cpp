@@ -326,7 +326,7 @@ void Server::serve(Worker& w, int fd) {
     // goes round again.
     Clock::time_point head_deadline{};
     Clock::time_point last_read{};  // kept while in a head only
-    std::uint64_t head_id = 0;
+    http::HeadMark head;
     bool in_head = false;
     std::chrono::milliseconds rcv_timeout = opts_.idle_timeout;
     while (true) {
@@ -366,10 +366,8 @@ void Server::serve(Worker& w, int fd) {
         if (in_head) {
             last_read = Clock::now();
             // A read that ends one head and begins the next starts a new deadline.
-            if (head_deadline == Clock::time_point{} || head_id != w.session.head_id()) {
-                head_id = w.session.head_id();
+            if (head.is_new(w.session, head_deadline != Clock::time_point{}))
                 head_deadline = last_read + opts_.header_timeout;
-            }
         }
         if (!write_all(fd, w.out)) return;
         if (r == http::Session::Result::close) return linger(w, fd);

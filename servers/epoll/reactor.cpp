@@ -13,6 +13,7 @@
 
 #include <fmt/core.h>
 
+#include "runtime/head_list.hpp"
 #include "runtime/listen.hpp"
 
 namespace sm::epoll {
@@ -158,15 +159,7 @@ void Reactor::touch(Connection& c) noexcept {
 }
 
 void Reactor::track_head(Connection& c) noexcept {
-    // The deadline is set when a head begins and never moved by the bytes
-    // that follow: trickling cannot extend it (slowloris).
-    // A read that ends one head and begins the next starts a new deadline.
-    if (!c.session.in_head()) return HeadList::remove(c);
-    if (c.head_hook.linked() && c.head_id == c.session.head_id()) return;
-    HeadList::remove(c);
-    c.head_id = c.session.head_id();
-    c.head_deadline = now_ + opts_.header_timeout;
-    in_head_.push_back(c);
+    runtime::track_head(in_head_, c, now_ + opts_.header_timeout);
 }
 
 void Reactor::expire_head(Connection& c) {

@@ -40,7 +40,7 @@ struct Connection {
     Clock::time_point linger_deadline{};
     Clock::time_point last_active{};  // last read or write progress
     Clock::time_point head_deadline{};  // the request head in progress must be complete by then
-    std::uint64_t head_id = 0;          // the session's head_id() the deadline is for
+    http::HeadMark head;                // which head the deadline is for
     runtime::ListHook ready_hook;   // in Reactor::ready_: has input left after its budget
     runtime::ListHook linger_hook;  // in Reactor::lingering_
     runtime::ListHook idle_hook;    // in Reactor::by_activity_, least recently active first

@@ -10,6 +10,8 @@
 
 #include <fmt/core.h>
 
+#include "runtime/head_list.hpp"
+
 namespace sm::libuv {
 namespace {
 
@@ -381,16 +383,7 @@ void Worker::touch(Connection& c) noexcept {
 }
 
 void Worker::track_head(Connection& c) noexcept {
-    // The deadline is set when a head begins and never moved by the bytes
-    // that follow: trickling cannot extend it (slowloris).
-    // A read that ends one head and begins the next starts a new deadline.
-    if (!c.session.in_head()) return HeadList::remove(c);
-    if (c.head_hook.linked() && c.head_id == c.session.head_id()) return;
-    HeadList::remove(c);
-    c.head_id = c.session.head_id();
-    c.head_deadline = now() + header_ms_;
-    in_head_.push_back(c);
-    schedule(c.head_deadline);
+    if (runtime::track_head(in_head_, c, now() + header_ms_)) schedule(c.head_deadline);
 }
 
 void Worker::expire_head(Connection& c) {

@@ -55,7 +55,7 @@ struct Connection {
     Millis last_active = 0;     // last read, or write completed
     Millis linger_deadline = 0;
     Millis head_deadline = 0;   // the request head in progress must be complete by then
-    std::uint64_t head_id = 0;  // the session's head_id() the deadline is for
+    http::HeadMark head;        // which head the deadline is for
     bool open = false;            // false once uv_close was called (the object waits for close_cb)
     bool reading = false;         // uv_read_start is in effect
     bool writing = false;         // write_req is in flight; reading is paused

@@ -410,14 +410,12 @@ void Pool::rearm(Connection& c, std::uint32_t events) {
 void Pool::track_head(Connection& c) noexcept {
     // The deadline is set when a head begins and never moved by the bytes
     // that follow: trickling cannot extend it (slowloris).
-    // A read that ends one head and begins the next starts a new deadline.
     const bool timed = c.head_deadline.load(std::memory_order_relaxed) != 0;
     if (!c.session.in_head()) {
         if (timed) c.head_deadline.store(0, std::memory_order_relaxed);
         return;
     }
-    if (timed && c.head_id == c.session.head_id()) return;
-    c.head_id = c.session.head_id();
+    if (!c.head.is_new(c.session, timed)) return;
     c.head_deadline.store(ticks(Clock::now() + opts_.header_timeout), std::memory_order_relaxed);
 }
 

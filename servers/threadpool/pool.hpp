@@ -58,7 +58,7 @@ struct Connection {
     std::atomic<Clock::rep> last_active{0};
     std::atomic<Clock::rep> linger_deadline{0};  // 0: not lingering
     std::atomic<Clock::rep> head_deadline{0};    // 0: no request head in progress
-    std::uint64_t head_id = 0;  // the session's head_id() the deadline is for (owner only)
+    http::HeadMark head;  // which head the deadline is for (owner only)
     runtime::ListHook registry_hook;             // under Pool::registry_mutex_
 };
 

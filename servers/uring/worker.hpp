@@ -62,7 +62,7 @@ struct alignas(8) Connection {
     Clock::time_point last_active{};  // last recv or send progress
     Clock::time_point linger_deadline{};
     Clock::time_point head_deadline{};  // the request head in progress must be complete by then
-    std::uint64_t head_id = 0;          // the session's head_id() the deadline is for
+    http::HeadMark head;                // which head the deadline is for
     runtime::ListHook idle_hook;    // in Worker::by_activity_, least recently active first
     runtime::ListHook linger_hook;  // in Worker::lingering_, earliest deadline first
     runtime::ListHook work_hook;    // in Worker::work_: needs a look after the batch

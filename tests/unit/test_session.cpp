@@ -1105,6 +1105,22 @@ TEST_CASE("session is in a head from its first byte to its blank line", "[sessio
     CHECK(h.session.head_id() != first);
 }
 
+TEST_CASE("session HeadMark starts a deadline at each new head, even one begun mid-read",
+          "[session]") {
+    SessionHarness h;
+    sm::http::HeadMark mark;
+    h.feed("GET / HTTP/1.1\r\nHo");
+    REQUIRE(h.session.in_head());
+    CHECK(mark.is_new(h.session, false));  // its first byte: no deadline runs yet
+    h.feed("st: test\r\n");
+    CHECK_FALSE(mark.is_new(h.session, true));  // the same head: its deadline stands
+    h.feed("\r\nGET / HT");                     // ends it and begins the next
+    REQUIRE(h.session.in_head());
+    CHECK(mark.is_new(h.session, true));
+    CHECK_FALSE(mark.is_new(h.session, true));
+    CHECK(mark.is_new(h.session, false));  // the model's deadline was dropped: it starts again
+}
+
 TEST_CASE("session expire_head answers 408 and closes", "[session]") {
     SessionHarness h;
     CHECK(h.feed("GET /plaintext HTTP/1.1\r\nHost: test\r\n\r\nGET /plaintext HTTP/1.1\r\nHo") ==
