@@ -1,22 +1,26 @@
 // Line-discipline checks that llhttp 8.1.0 lacks, run over every byte of a
-// request head and of chunked-body framing (everything that is not body data).
+// request head. (Chunked framing is checked, every byte of it, by
+// ChunkedDecoder: the session frames bodies itself.)
 //
-//  - CR must be followed by LF (CVE-2023-30589: 8.1.0 takes "5\rX" in chunk
-//    framing as a line end and swallows the X).
+//  - CR must be followed by LF (CVE-2023-30589: 8.1.0 takes "\rX" as a line
+//    end in places).
 //  - LF must follow CR: a bare LF line end is rejected (8.1.0 accepts it after
 //    the request line and as the final empty line).
-//  - No whitespace at the start of a header or trailer line: 8.1.0 folds such a
-//    line into the previous value (obs-fold), so " Content-Length: 5" is not a
+//  - No whitespace at the start of a header line: 8.1.0 folds such a line
+//    into the previous value (obs-fold), so " Content-Length: 5" is not a
 //    Content-Length to llhttp but may be one to a proxy (CVE-2024-27982).
 //  - No whitespace between a field name and its colon (8.1.0 accepts
 //    "Host : x" as a field named "Host "), no empty field name, no control
 //    bytes in names and values.
-//  - A request line of exactly "method SP target SP version", no control bytes
-//    (8.1.0 accepts "GET  /", a tab in the target, and HTTP/0.9's "GET /").
+//  - A request line of exactly "method SP target SP HTTP-version", no control
+//    bytes (8.1.0 accepts "GET  /", a tab in the target, and HTTP/0.9's
+//    "GET /"), and an HTTP-version of exactly "HTTP/" DIGIT "." DIGIT
+//    (RFC 9112 2.3; 8.1.0 also parses "RTSP/1.0" and "ICE/1.0" and reports
+//    them as version 1.0).
 //
 // The guard sees bytes after llhttp has parsed them but before the session acts
-// on the message: the session pauses llhttp at the end of the head and of a
-// body, so a response is only written for a request the guard accepted.
+// on the message: the session pauses llhttp at the end of the head, so a
+// response is only written for a request the guard accepted.
 //
 // It is a deterministic automaton over byte classes: per byte one class lookup
 // and one transition lookup, no branch (it runs on every head byte, so it was
@@ -35,12 +39,6 @@ class FramingGuard {
         state_ = kRequestStart;
         bytes_ = 0;
     }
-    // Start of a chunked body's framing: chunk-size lines, the CRLF after each
-    // chunk's data, the last chunk and trailer lines.
-    void start_chunked() noexcept {
-        state_ = kFramingLineStart;
-        bytes_ = 0;
-    }
 
     // Scans [p, end). Returns nullptr when the bytes are acceptable so far,
     // otherwise a short description of the (first) violation.
@@ -48,7 +46,7 @@ class FramingGuard {
 
     // The empty line ending the head has been scanned.
     [[nodiscard]] bool head_complete() const noexcept { return state_ == kHeadDone; }
-    // Bytes scanned since the last start_*().
+    // Bytes scanned since the last start_head().
     [[nodiscard]] std::size_t bytes() const noexcept { return bytes_; }
 
     // States, public for the transition table.
@@ -58,17 +56,21 @@ class FramingGuard {
         kMethod,
         kSpace1,  // after the SP that ends the method
         kTarget,
-        kSpace2,  // after the SP that ends the target
-        kVersion,
+        kSpace2,  // after the SP that ends the target: "HTTP/" DIGIT "." DIGIT follows
+        kVersionH,
+        kVersionT1,
+        kVersionT2,
+        kVersionP,
+        kVersionSlash,
+        kVersionMajor,
+        kVersionDot,
+        kVersionMinor,
         kLineLf,     // CR at the end of a line; LF must follow
         kLineStart,  // start of a header line, or of the empty line
         kName,
         kValue,
         kEndLf,  // CR of the empty line ending the head
         kHeadDone,
-        kFramingLineStart,
-        kFramingLine,
-        kFramingLf,
         kFailed,
         kStateCount,
     };

@@ -3,6 +3,13 @@
 // complete response for every complete request to the output buffer, in
 // order, and says whether the connection stays open. Requests may be split
 // anywhere and pipelined; bodies are read and discarded.
+//
+// Who parses what: llhttp parses each request head (request line and header
+// fields) and FramingGuard checks every byte of it; the session then decides
+// the message's framing itself (RFC 9112 6.3) and frames the body:
+// Content-Length bodies are skipped, chunked ones decoded by ChunkedDecoder,
+// and llhttp starts afresh at the next request. So where a message ends never
+// depends on llhttp's strict or loose mode.
 #pragma once
 
 #include <llhttp.h>
@@ -13,6 +20,8 @@
 #include <string_view>
 
 #include "http/byte_buffer.hpp"
+#include "http/chunked.hpp"
+#include "http/fields.hpp"
 #include "http/framing_guard.hpp"
 #include "http/limits.hpp"
 #include "http/response.hpp"
@@ -67,23 +76,36 @@ class Session {
 
   private:
     enum class Phase : std::uint8_t { head, body_length, body_chunked };
+    // Which of the fields the session reads a header field is.
+    enum class Field : std::uint8_t { other, host, transfer_encoding };
 
     static int on_message_begin(llhttp_t* p) noexcept;
     static int on_url(llhttp_t* p, const char* at, std::size_t n) noexcept;
     static int on_header_field(llhttp_t* p, const char* at, std::size_t n) noexcept;
     static int on_header_field_complete(llhttp_t* p) noexcept;
+    static int on_header_value(llhttp_t* p, const char* at, std::size_t n) noexcept;
+    static int on_header_value_complete(llhttp_t* p) noexcept;
     static int on_headers_complete(llhttp_t* p) noexcept;
-    static int on_body(llhttp_t* p, const char* at, std::size_t n) noexcept;
-    static int on_message_complete(llhttp_t* p) noexcept;
     static const llhttp_settings_t kSettings;
 
+    // llhttp_execute over [p, end) as if every HTAB were SP (see session.cpp);
+    // on an error or pause, `pos` is where it happened in [p, end].
+    llhttp_errno_t execute(const char* p, const char* end, const char*& pos) noexcept;
+    // Parses head bytes from `p`; returns where the next phase starts.
+    const char* parse_head(const char* p, const char* end) noexcept;
+    // Frames body bytes from `p`; returns where the next request starts.
+    const char* skip_body(const char* p, const char* end) noexcept;
+    const char* decode_chunked(const char* p, const char* end) noexcept;
     // Runs the guard over [scan_pos_, to); false after writing an error response.
     bool scan_to(const char* to) noexcept;
     // After llhttp rejected the method: checks [p, end) as the rest of a head
     // whose method is a token unknown to llhttp, answering 501 at its end.
     void scan_unknown_method(const char* p, const char* end) noexcept;
-    // Checks at the end of the head; false after writing an error response.
+    // Checks at the end of the head and decides the body's framing; false
+    // after writing an error response.
     bool head_done() noexcept;
+    // The message has ended: answers it, and readies llhttp for the next.
+    void finish_message() noexcept;
     void respond() noexcept;
     // Writes an error response with "Connection: close" and ends the session.
     void fail(Status s, std::string_view detail) noexcept;
@@ -94,23 +116,39 @@ class Session {
     const Limits* limits_;
     ByteBuffer* out_ = nullptr;       // only during feed()
     const char* scan_pos_ = nullptr;  // first byte the guard has not seen
+    const char* tab_ = nullptr;  // during feed(): the next HTAB, or the end; null: not looked for
     FramingGuard guard_;
+    ChunkedDecoder chunked_;
+    HostCheck host_check_;
+    TransferEncodingCheck te_check_;
     Phase phase_ = Phase::head;
+    Field field_ = Field::other;
     bool in_message_ = false;
     bool method_known_ = false;
     bool closed_ = false;
     bool close_requested_ = false;
+    // RFC 9112 6.1: an HTTP/1.0 request with Transfer-Encoding is answered,
+    // then the connection closed.
+    bool close_after_ = false;
     // The request's method is a token llhttp does not know (RFC 9110 9.1: 501,
     // not 400): the rest of the head goes to the guard alone.
     bool unknown_method_ = false;
-    bool in_method_ = false;  // still inside that method token
+    bool in_method_ = false;                     // still inside that method token
     Status error_status_ = Status::bad_request;  // for HPE_USER
     const char* error_detail_ = "";
     std::size_t uri_bytes_ = 0;
     std::size_t header_count_ = 0;
     std::uint8_t host_count_ = 0;  // Host fields in this request (RFC 9112 3.2: exactly one)
-    std::uint8_t host_match_ = 0;  // letters of "host" the current field name matched; 0xff: no
-    std::uint64_t body_bytes_ = 0;
+    // Transfer-Encoding fields, even empty ones (llhttp flags only non-empty values).
+    std::uint8_t te_count_ = 0;
+    // An Upgrade field, even an empty one (llhttp flags only non-empty values).
+    bool upgrade_field_ = false;
+    // Letters of "host" / "transfer-encoding" / "upgrade" the current field
+    // name matched; 0xff: no.
+    std::uint8_t host_match_ = 0;
+    std::uint8_t te_match_ = 0;
+    std::uint8_t upgrade_match_ = 0;
+    std::uint64_t body_left_ = 0;  // of a Content-Length body
     std::uint64_t responses_ = 0;
     // Where on_url is inside the request target. Absolute-form targets
     // ("http://host/path") have their scheme and authority skipped, whatever
