@@ -113,6 +113,110 @@ TEST_CASE("a lone CR or a bare LF in chunked framing gets 400", "[robustness][fr
         400);
 }
 
+TEST_CASE("chunk data not followed by CRLF gets 400 and what follows is never answered",
+          "[robustness][framing]") {
+    // The desync of CVE-2025-43859 (h11) and CVE-2023-40175 (Puma): llhttp
+    // 8.1.0 built loose skips any two bytes after chunk data, so "XX" here
+    // ended the body at "0\r\n\r\n" and /smuggled was answered as a
+    // request of its own on a connection kept open. RFC 9112 7.1: chunk =
+    // chunk-size [ chunk-ext ] CRLF chunk-data CRLF.
+    const std::string smuggled = make_request("GET", "/smuggled");
+    check_each_rejected({kChunkedHead + "5\r\nhelloXX0\r\n\r\n" + smuggled,
+                         kChunkedHead + "5\r\nhello\0\0"s + "0\r\n\r\n" + smuggled,
+                         kChunkedHead + "5\r\nhello;;0\r\n\r\n" + smuggled,
+                         kChunkedHead + "3\r\nhello\r\n0\r\n\r\n" + smuggled},
+                        400);
+}
+
+TEST_CASE("BWS around a chunk extension is accepted, whitespace alone after a size is not",
+          "[robustness][framing]") {
+    // RFC 9112 7.1.1: chunk-ext = *( BWS ";" BWS chunk-ext-name [ BWS "="
+    // BWS chunk-ext-val ] ), and RFC 9110 5.6.3: a recipient MUST parse and
+    // remove BWS (llhttp 8.1.0 answered 400). Whitespace that does not lead
+    // to an extension is not in the grammar.
+    check_accepted(kChunkedHead + "5 ; a = b\r\nhello\r\n6\t;\tc=\"d e\"\r\n world\r\n0 ;z\r\n\r\n",
+                   {404});
+    check_each_rejected(
+        {kChunkedHead + "5 \r\nhello\r\n0\r\n\r\n", kChunkedHead + "5;a \r\nhello\r\n0\r\n\r\n",
+         kChunkedHead + "5;a=b \r\nhello\r\n0\r\n\r\n"},
+        400);
+}
+
+TEST_CASE("trailing whitespace after a framing field value is accepted", "[robustness][framing]") {
+    // RFC 9112 5.1: OWS after a field value is not part of it, SP and HTAB
+    // alike. llhttp 8.1.0 took "Content-Length: 5 " but answered 400 to
+    // "Content-Length: 5<HTAB>" and "Transfer-Encoding: chunked<HTAB>". The
+    // bodies look like requests: framed wrongly, they would be answered.
+    const std::string inner = make_request("GET", "/json");
+    const std::string length = std::to_string(inner.size());
+    check_accepted(
+        "POST /nope HTTP/1.1\r\nHost: localhost\r\nContent-Length: " + length + "\t\r\n\r\n" +
+            inner + "POST /nope HTTP/1.1\r\nHost: localhost\r\nContent-Length: " + length +
+            " \t \r\n\r\n" + inner +
+            "POST /nope HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\t\r\n"
+            "\r\n5\r\nhello\r\n0\r\n\r\n"
+            "POST /nope HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: gzip,\tchunked "
+            "\t\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+        {404, 404, 404, 404});
+}
+
+TEST_CASE("Connection: close with trailing whitespace closes the connection",
+          "[robustness][framing]") {
+    // llhttp 8.1.0 did not take "close<HTAB>" for the close option, so the
+    // connection stayed open.
+    auto server = start_server();
+    const FdBaseline fds(*server);
+    for (const std::string& ws : {" "s, "\t"s, "\t \t"s}) {
+        Connection c = connect(*server);
+        c.send(make_request("GET", "/plaintext", "Connection: close" + ws + "\r\n") +
+               make_request("GET", "/json"));
+        const Response r = c.read_response();
+        INFO(r.describe());
+        CHECK(r.status == 200);
+        CHECK(has_token(r.header("Connection").value_or(""), "close"));
+        require_closed_cleanly(c);
+    }
+    require_serving(*server);
+    fds.require_back();
+}
+
+TEST_CASE("an HTTP/1.0 request with Transfer-Encoding is answered, then the connection closed",
+          "[robustness][framing]") {
+    // RFC 9112 6.1: a server that receives an HTTP/1.0 message with
+    // Transfer-Encoding MUST treat the message as if the framing is faulty
+    // and close the connection after processing it, keep-alive or not. The
+    // pipelined request after it is not answered.
+    auto server = start_server();
+    const FdBaseline fds(*server);
+    for (const std::string& keep_alive : {""s, "Connection: keep-alive\r\n"s}) {
+        Connection c = connect(*server);
+        c.send("POST /nope HTTP/1.0\r\n" + keep_alive +
+               "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n" +
+               make_request("GET", "/plaintext"));
+        const Response r = c.read_response();
+        INFO(r.describe());
+        CHECK(r.status == 404);
+        conformance::check_common_headers(r);
+        CHECK(has_token(r.header("Connection").value_or(""), "close"));
+        CHECK_FALSE(r.keep_alive);
+        require_closed_cleanly(c);
+    }
+    require_serving(*server);
+    fds.require_back();
+}
+
+TEST_CASE("an empty Transfer-Encoding gets 400", "[robustness][framing]") {
+    // Present but naming no coding, so chunked is not the final one: the
+    // length cannot be determined (RFC 9112 6.3). llhttp 8.1.0 does not flag
+    // an empty value, and a Content-Length beside it framed the body.
+    check_each_rejected(
+        {"POST /nope HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding:\r\n\r\n",
+         "POST /nope HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: \r\nContent-Length: 5\r\n"
+         "\r\nhello" +
+             make_request("GET", "/plaintext")},
+        400);
+}
+
 // --- splitting and what follows the end ---------------------------------------------
 
 TEST_CASE("a valid pipeline split at every byte boundary is answered", "[robustness][framing]") {

@@ -120,6 +120,26 @@ TEST_CASE("a well-formed but unknown method gets 501", "[robustness][malformed][
                         501);
 }
 
+TEST_CASE("a method llhttp knows only for RTSP gets 501 in an HTTP request",
+          "[robustness][malformed][method]") {
+    // llhttp 8.1.0 parses RTSP's methods and refused them here with 400; to
+    // an HTTP/1.1 server they are tokens it does not implement (RFC 9110 9.1).
+    check_each_rejected({"DESCRIBE /plaintext HTTP/1.1\r\nHost: localhost\r\n\r\n",
+                         "SETUP /plaintext HTTP/1.1\r\nHost: localhost\r\n\r\n"},
+                        501);
+}
+
+TEST_CASE("a protocol other than HTTP in the request line gets 400",
+          "[robustness][malformed][version]") {
+    // RFC 9112 2.3: HTTP-version = "HTTP/" DIGIT "." DIGIT, case-sensitive.
+    // llhttp 8.1.0 parses RTSP/1.0 and ICE/1.0 as version 1.0: they were
+    // served as HTTP/1.0.
+    check_each_rejected({"GET /plaintext RTSP/1.0\r\n\r\n", "SOURCE /plaintext ICE/1.0\r\n\r\n",
+                         "GET /plaintext http/1.1\r\nHost: localhost\r\n\r\n",
+                         "GET /plaintext HTTPS/1.1\r\nHost: localhost\r\n\r\n"},
+                        400);
+}
+
 TEST_CASE("a request line that is not method SP target SP version gets 400",
           "[robustness][malformed]") {
     check_each_rejected(
@@ -195,6 +215,27 @@ TEST_CASE("two Host fields get 400", "[robustness][malformed]") {
                          "GET /plaintext HTTP/1.1\r\nHost: localhost\r\nhost: evil.example\r\n\r\n",
                          "GET /plaintext HTTP/1.0\r\nHost: a\r\nHOST: b\r\n\r\n"},
                         400);
+}
+
+TEST_CASE("a Host field with an invalid value gets 400", "[robustness][malformed]") {
+    // RFC 9112 3.2: MUST respond with 400 to a Host header field with an
+    // invalid field value (Host = uri-host [ ":" port ], RFC 3986 3.2.2).
+    check_each_rejected({"GET /plaintext HTTP/1.1\r\nHost: local host\r\n\r\n",
+                         "GET /plaintext HTTP/1.1\r\nHost: localhost/plaintext\r\n\r\n",
+                         "GET /plaintext HTTP/1.1\r\nHost: user@localhost\r\n\r\n",
+                         "GET /plaintext HTTP/1.1\r\nHost: localhost:http\r\n\r\n",
+                         "GET /plaintext HTTP/1.1\r\nHost: [::1\r\n\r\n"},
+                        400);
+}
+
+TEST_CASE("every form of Host is accepted", "[robustness][malformed]") {
+    check_accepted(
+        "GET /plaintext HTTP/1.1\r\nHost: localhost:8080\r\n\r\n"
+        "GET /plaintext HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+        "GET /plaintext HTTP/1.1\r\nHost: [::1]:80\r\n\r\n"
+        "GET /plaintext HTTP/1.1\r\nHost:\r\n\r\n"
+        "GET /plaintext HTTP/1.1\r\nHost: localhost\t\r\n\r\n",
+        {200, 200, 200, 200, 200});
 }
 
 // --- not HTTP/1 at all ------------------------------------------------------------
