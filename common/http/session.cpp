@@ -27,25 +27,6 @@ llhttp_settings_t make_settings(llhttp_cb begin, llhttp_data_cb url, llhttp_data
     return s;
 }
 
-// Matches a field name against `name` (lower case) as it streams in, case-
-// insensitively: `state` counts the letters matched so far, 0xff once it
-// cannot match. Most names arrive whole and differ in length or first letter.
-void match_name(std::uint8_t& state, std::string_view name, const char* at,
-                std::size_t n) noexcept {
-    if (state == 0xff) return;
-    if (n > name.size() - state) {
-        state = 0xff;
-        return;
-    }
-    for (std::size_t i = 0; i < n; ++i) {
-        if (static_cast<char>(at[i] | 0x20) != name[state + i]) {
-            state = 0xff;
-            return;
-        }
-    }
-    state = static_cast<std::uint8_t>(state + n);
-}
-
 constexpr std::string_view kHostName = "host";
 constexpr std::string_view kTransferEncodingName = "transfer-encoding";
 constexpr std::string_view kUpgradeName = "upgrade";
@@ -84,7 +65,8 @@ void Session::reset() noexcept {
     error_status_ = Status::bad_request;
     error_detail_ = "";
     uri_bytes_ = header_count_ = 0;
-    host_count_ = te_count_ = host_match_ = te_match_ = upgrade_match_ = 0;
+    host_count_ = te_count_ = name_match_ = 0;
+    name_candidate_ = Field::other;
     upgrade_field_ = false;
     body_left_ = responses_ = 0;
     target_len_ = 0;
@@ -372,7 +354,8 @@ int Session::on_message_begin(llhttp_t* p) noexcept {
     s.method_known_ = false;
     s.close_after_ = false;
     s.uri_bytes_ = s.header_count_ = 0;
-    s.host_count_ = s.te_count_ = s.host_match_ = s.te_match_ = s.upgrade_match_ = 0;
+    s.host_count_ = s.te_count_ = s.name_match_ = 0;
+    s.name_candidate_ = Field::other;
     s.upgrade_field_ = false;
     s.field_ = Field::other;
     s.te_check_.start();
@@ -449,30 +432,56 @@ std::string_view Session::target_path() const noexcept {
 }
 
 int Session::on_header_field(llhttp_t* p, const char* at, std::size_t n) noexcept {
-    // Is this field Host, Transfer-Encoding or Upgrade? The name may be split
-    // across reads.
+    // Is this field Host, Transfer-Encoding or Upgrade? Matched case-
+    // insensitively as the name streams in (it may be split across reads).
+    // Their first letters differ, so the first letter picks the one
+    // candidate: most names are decided there.
     Session& s = self(p);
-    match_name(s.host_match_, kHostName, at, n);
-    match_name(s.te_match_, kTransferEncodingName, at, n);
-    match_name(s.upgrade_match_, kUpgradeName, at, n);
+    if (n == 0 || s.name_match_ == 0xff) return 0;
+    if (s.name_match_ == 0) {
+        switch (at[0] | 0x20) {
+            case 'h': s.name_candidate_ = Field::host; break;
+            case 't': s.name_candidate_ = Field::transfer_encoding; break;
+            case 'u': s.name_candidate_ = Field::upgrade; break;
+            default: s.name_match_ = 0xff; return 0;
+        }
+    }
+    const std::string_view name = s.name_candidate_ == Field::host ? kHostName
+                                  : s.name_candidate_ == Field::transfer_encoding
+                                      ? kTransferEncodingName
+                                      : kUpgradeName;
+    if (n > name.size() - s.name_match_) {
+        s.name_match_ = 0xff;
+        return 0;
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+        if (static_cast<char>(at[i] | 0x20) != name[s.name_match_ + i]) {
+            s.name_match_ = 0xff;
+            return 0;
+        }
+    }
+    s.name_match_ = static_cast<std::uint8_t>(s.name_match_ + n);
     return 0;
 }
 
 int Session::on_header_field_complete(llhttp_t* p) noexcept {
     Session& s = self(p);
     s.field_ = Field::other;
-    if (s.host_match_ == kHostName.size()) {
+    const bool whole = s.name_match_ != 0xff && s.name_match_ != 0;
+    if (whole && s.name_candidate_ == Field::host && s.name_match_ == kHostName.size()) {
         s.field_ = Field::host;
         if (s.host_count_ < 0xff) ++s.host_count_;
         s.host_check_.start();
-    } else if (s.te_match_ == kTransferEncodingName.size()) {
+    } else if (whole && s.name_candidate_ == Field::transfer_encoding &&
+               s.name_match_ == kTransferEncodingName.size()) {
         s.field_ = Field::transfer_encoding;
         if (s.te_count_ < 0xff) ++s.te_count_;
         s.te_check_.start_line();
-    } else if (s.upgrade_match_ == kUpgradeName.size()) {
+    } else if (whole && s.name_candidate_ == Field::upgrade &&
+               s.name_match_ == kUpgradeName.size()) {
         s.upgrade_field_ = true;
     }
-    s.host_match_ = s.te_match_ = s.upgrade_match_ = 0;
+    s.name_match_ = 0;
     if (++s.header_count_ > s.limits_->max_header_count)
         return s.fail_in_callback(Status::header_fields_too_large,
                                   "more header fields than the limit");

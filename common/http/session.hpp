@@ -77,7 +77,7 @@ class Session {
   private:
     enum class Phase : std::uint8_t { head, body_length, body_chunked };
     // Which of the fields the session reads a header field is.
-    enum class Field : std::uint8_t { other, host, transfer_encoding };
+    enum class Field : std::uint8_t { other, host, transfer_encoding, upgrade };
 
     static int on_message_begin(llhttp_t* p) noexcept;
     static int on_url(llhttp_t* p, const char* at, std::size_t n) noexcept;
@@ -143,11 +143,10 @@ class Session {
     std::uint8_t te_count_ = 0;
     // An Upgrade field, even an empty one (llhttp flags only non-empty values).
     bool upgrade_field_ = false;
-    // Letters of "host" / "transfer-encoding" / "upgrade" the current field
-    // name matched; 0xff: no.
-    std::uint8_t host_match_ = 0;
-    std::uint8_t te_match_ = 0;
-    std::uint8_t upgrade_match_ = 0;
+    // The field the current name may still be (decided by its first letter:
+    // h, t, u), and how many of its letters it matched; 0xff: none.
+    Field name_candidate_ = Field::other;
+    std::uint8_t name_match_ = 0;
     std::uint64_t body_left_ = 0;  // of a Content-Length body
     std::uint64_t responses_ = 0;
     // Where on_url is inside the request target. Absolute-form targets
