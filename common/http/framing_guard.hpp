@@ -14,9 +14,10 @@
 //    bytes in names and values.
 //  - A request line of exactly "method SP target SP HTTP-version", no control
 //    bytes (8.1.0 accepts "GET  /", a tab in the target, and HTTP/0.9's
-//    "GET /"), and an HTTP-version of exactly "HTTP/" DIGIT "." DIGIT
-//    (RFC 9112 2.3; 8.1.0 also parses "RTSP/1.0" and "ICE/1.0" and reports
-//    them as version 1.0).
+//    "GET /"), its version starting "HTTP" (RFC 9112 2.3: HTTP-name is
+//    case-sensitive "HTTP"; 8.1.0 also parses "RTSP/1.0" and "ICE/1.0" and
+//    reports them as version 1.0; the "/" DIGIT "." DIGIT after it llhttp
+//    checks itself, exactly).
 //
 // The guard sees bytes after llhttp has parsed them but before the session acts
 // on the message: the session pauses llhttp at the end of the head, so a
@@ -56,15 +57,11 @@ class FramingGuard {
         kMethod,
         kSpace1,  // after the SP that ends the method
         kTarget,
-        kSpace2,  // after the SP that ends the target: "HTTP/" DIGIT "." DIGIT follows
+        kSpace2,  // after the SP that ends the target: "HTTP" follows
         kVersionH,
         kVersionT1,
         kVersionT2,
-        kVersionP,
-        kVersionSlash,
-        kVersionMajor,
-        kVersionDot,
-        kVersionMinor,
+        kVersion,    // after "HTTP": the rest of the version (llhttp checks it)
         kLineLf,     // CR at the end of a line; LF must follow
         kLineStart,  // start of a header line, or of the empty line
         kName,

@@ -80,7 +80,8 @@ Session::Result Session::feed(std::span<const char> in, ByteBuffer& out) noexcep
     const char* p = in.data();
     const char* const end = p + in.size();
     scan_pos_ = p;
-    tab_ = nullptr;
+    const void* tab = std::memchr(p, '\t', in.size());
+    tab_ = tab != nullptr ? static_cast<const char*>(tab) : end;
     while (!closed_ && p < end) {
         switch (phase_) {
             case Phase::head: p = parse_head(p, end); break;
@@ -105,28 +106,30 @@ Session::Result Session::feed(std::span<const char> in, ByteBuffer& out) noexcep
 // apart. Heads rarely hold an HTAB: one memchr per read finds none.
 llhttp_errno_t Session::execute(const char* p, const char* end, const char*& pos) noexcept {
     static constexpr char kSpace = ' ';
-    for (;;) {
-        if (tab_ == nullptr || tab_ < p) {
+    while (tab_ < end) {  // an HTAB in this read, rare in heads
+        if (tab_ < p) {   // one already passed (it was body data, or fed as SP)
             const void* t = std::memchr(p, '\t', static_cast<std::size_t>(end - p));
             tab_ = t != nullptr ? static_cast<const char*>(t) : end;
+            continue;
         }
-        const char* const stop = std::min(tab_, end);
-        if (stop > p) {
+        if (tab_ > p) {
             const llhttp_errno_t err =
-                llhttp_execute(&parser_, p, static_cast<std::size_t>(stop - p));
+                llhttp_execute(&parser_, p, static_cast<std::size_t>(tab_ - p));
             if (err != HPE_OK) {
                 pos = llhttp_get_error_pos(&parser_);
                 return err;
             }
         }
-        if (stop == end) return HPE_OK;
         const llhttp_errno_t err = llhttp_execute(&parser_, &kSpace, 1);
         if (err != HPE_OK) {
-            pos = llhttp_get_error_pos(&parser_) == &kSpace ? stop : stop + 1;
+            pos = llhttp_get_error_pos(&parser_) == &kSpace ? tab_ : tab_ + 1;
             return err;
         }
-        p = stop + 1;
+        p = tab_ + 1;
     }
+    const llhttp_errno_t err = llhttp_execute(&parser_, p, static_cast<std::size_t>(end - p));
+    if (err != HPE_OK) pos = llhttp_get_error_pos(&parser_);
+    return err;
 }
 
 const char* Session::parse_head(const char* p, const char* end) noexcept {
@@ -250,8 +253,9 @@ bool Session::head_done() noexcept {
     // The message's framing, RFC 9112 6.3, decided here from the fields
     // llhttp parsed (it refused invalid, duplicate and conflicting
     // Content-Length values, and Content-Length beside Transfer-Encoding).
-    // CONNECT has no content (RFC 9110 9.3.6); its response closes.
-    if (parser_.method == HTTP_CONNECT) return true;
+    // The fields are checked for every method; a CONNECT then has no content
+    // whatever they say (RFC 9110 9.3.6), and its response closes.
+    const bool connect = parser_.method == HTTP_CONNECT;
     if (te_count_ > 0 || (parser_.flags & F_TRANSFER_ENCODING) != 0) {
         // Framed by chunked only if the final coding is chunked, named once
         // and without parameters; otherwise (an empty value too) the length
@@ -268,6 +272,7 @@ bool Session::head_done() noexcept {
             fail(Status::bad_request, "Content-Length with Transfer-Encoding");
             return false;
         }
+        if (connect) return true;
         // RFC 9112 6.1: an HTTP/1.0 message with Transfer-Encoding has faulty
         // framing: answer it, then close the connection.
         if (parser_.http_minor == 0) close_after_ = true;
@@ -278,6 +283,7 @@ bool Session::head_done() noexcept {
             fail(Status::payload_too_large, "request body larger than the limit");
             return false;
         }
+        if (connect) return true;
         phase_ = Phase::body_length;
         body_left_ = parser_.content_length;
     }

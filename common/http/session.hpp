@@ -116,7 +116,7 @@ class Session {
     const Limits* limits_;
     ByteBuffer* out_ = nullptr;       // only during feed()
     const char* scan_pos_ = nullptr;  // first byte the guard has not seen
-    const char* tab_ = nullptr;  // during feed(): the next HTAB, or the end; null: not looked for
+    const char* tab_ = nullptr;       // during feed(): the next HTAB in the input, or its end
     FramingGuard guard_;
     ChunkedDecoder chunked_;
     HostCheck host_check_;

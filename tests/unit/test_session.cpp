@@ -911,6 +911,10 @@ std::vector<BadRequest> bad_requests() {
         // reads RTSP/1.0 and ICE/1.0 as version 1.0.
         {"RTSP version", "GET / RTSP/1.0\r\n\r\n"},
         {"ICE version", "SOURCE / ICE/1.0\r\n\r\n"},
+        {"HTTPS as the version", "GET / HTTPS/1.1\r\nHost: test\r\n\r\n"},
+        {"version without a slash", "GET / HTTP1.1\r\nHost: test\r\n\r\n"},
+        {"version with a letter", "GET / HTTP/1.x\r\nHost: test\r\n\r\n"},
+        {"two-digit major version", "GET / HTTP/11.1\r\nHost: test\r\n\r\n"},
         // RFC 9112 6.3 (4): a Transfer-Encoding without chunked last, also an
         // empty one (llhttp 8.1.0 does not flag an empty value at all, so a
         // Content-Length beside it would frame the body).
@@ -1038,6 +1042,18 @@ TEST_CASE("session answers Upgrade and CONNECT requests and closes", "[session]"
         CHECK(s[0].status < 500);
         CHECK(s[0].header("Connection") == "close");
         CHECK(h.session.closed());
+    }
+    SECTION("CONNECT gets its framing fields checked like any request") {
+        // Found by the framing fuzzer: a CONNECT skipped the checks.
+        SessionHarness h;
+        Result r = h.feed(
+            "CONNECT test:443 HTTP/1.1\r\nHost: test:443\r\nTransfer-Encoding: chunkmd\r\n\r\n");
+        check_single_error(h, r, 400);
+        Limits limits;
+        limits.max_body_bytes = 4;
+        SessionHarness small(limits);
+        r = small.feed("CONNECT test:443 HTTP/1.1\r\nHost: test:443\r\nContent-Length: 5\r\n\r\n");
+        check_single_error(small, r, 413);
     }
     SECTION("CONNECT has no content, whatever Content-Length says (RFC 9110 9.3.6)") {
         SessionHarness h;
