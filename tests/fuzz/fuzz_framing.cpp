@@ -34,6 +34,7 @@
 #include <string>
 #include <string_view>
 
+#include "fuzz_setup.hpp"
 #include "http/byte_buffer.hpp"
 #include "http/limits.hpp"
 #include "http/response.hpp"
@@ -45,7 +46,6 @@ namespace {
 using sm::http::ByteBuffer;
 using sm::http::Limits;
 using sm::http::ResponseCache;
-using sm::http::ResponseMode;
 using sm::http::Session;
 namespace rfc = sm::test::rfc9112;
 
@@ -123,12 +123,8 @@ bool normal(int status) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     if (size == 0) return 0;
-    static const ResponseCache cache(ResponseMode::composed, 1'700'000'000);
-    Limits limits;
-    limits.max_head_bytes = 512;
-    limits.max_uri_bytes = 128;
-    limits.max_header_count = 8;
-    limits.max_body_bytes = 256;
+    const ResponseCache& cache = sm::fuzz::cache();
+    const Limits limits = sm::fuzz::limits();
     rfc::Policy policy;
     policy.max_head_bytes = limits.max_head_bytes;
     policy.max_uri_bytes = limits.max_uri_bytes;

@@ -28,6 +28,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fuzz_setup.hpp"
 #include "http/byte_buffer.hpp"
 #include "http/limits.hpp"
 #include "http/response.hpp"
@@ -38,7 +39,6 @@ namespace {
 using sm::http::ByteBuffer;
 using sm::http::Limits;
 using sm::http::ResponseCache;
-using sm::http::ResponseMode;
 using sm::http::Session;
 
 [[noreturn]] void fail(const char* why) {
@@ -86,7 +86,8 @@ std::vector<int> check_responses(std::string_view out) {
     llhttp_init(&parser, HTTP_RESPONSE, &settings);
     Counter counter;
     parser.data = &counter;
-    if (llhttp_execute(&parser, out.data(), out.size()) != HPE_OK) fail("the output is not well-formed HTTP responses");
+    if (llhttp_execute(&parser, out.data(), out.size()) != HPE_OK)
+        fail("the output is not well-formed HTTP responses");
     // Ends on a response boundary: nothing half-written.
     if (llhttp_finish(&parser) != HPE_OK) fail("the output ends inside a response");
     if (counter.complete == 0) fail("output without a complete response");
@@ -96,7 +97,8 @@ std::vector<int> check_responses(std::string_view out) {
 // `out` up to its first error response (4xx/5xx).
 std::string_view before_error(std::string_view out) {
     for (std::size_t at = 0; at < out.size();) {
-        if (out.substr(at, 10) == "HTTP/1.1 4" || out.substr(at, 10) == "HTTP/1.1 5") return out.substr(0, at);
+        if (out.substr(at, 10) == "HTTP/1.1 4" || out.substr(at, 10) == "HTTP/1.1 5")
+            return out.substr(0, at);
         const std::size_t end = out.find("\r\n\r\n", at);
         if (end == std::string_view::npos) break;
         const std::size_t cl = out.find("Content-Length: ", at);
@@ -120,12 +122,8 @@ std::string_view feed(Session& s, ByteBuffer& out, std::span<const char> in) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     if (size == 0) return 0;
-    static const ResponseCache cache(ResponseMode::composed, 1'700'000'000);
-    Limits limits;
-    limits.max_head_bytes = 512;
-    limits.max_uri_bytes = 128;
-    limits.max_header_count = 8;
-    limits.max_body_bytes = 256;
+    const ResponseCache& cache = sm::fuzz::cache();
+    const Limits limits = sm::fuzz::limits();
 
     const std::size_t piece = 1 + data[0] % 17;
     const std::span<const char> in(reinterpret_cast<const char*>(data) + 1, size - 1);
@@ -134,7 +132,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     ByteBuffer out_whole;
     const auto result = whole.feed(in, out_whole);
     const std::string_view a(out_whole.data(), out_whole.size());
-    const bool has_head = std::string_view(in.data(), in.size()).find("HEAD") != std::string_view::npos;
+    const bool has_head =
+        std::string_view(in.data(), in.size()).find("HEAD") != std::string_view::npos;
 
     Session split(cache, limits);
     ByteBuffer out_split;
@@ -142,12 +141,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         split.feed(in.subspan(at, std::min(piece, in.size() - at)), out_split);
     const std::string_view b(out_split.data(), out_split.size());
 
-    bool same = before_error(a) == before_error(b) && (a.size() == before_error(a).size()) ==
-                                                          (b.size() == before_error(b).size());
+    bool same = before_error(a) == before_error(b) &&
+                (a.size() == before_error(a).size()) == (b.size() == before_error(b).size());
     if (!has_head) same = same && check_responses(a).size() == check_responses(b).size();
     if (!same) {
         std::fprintf(stderr, "--- fed whole:\n%.*s\n--- fed in pieces of %zu:\n%.*s\n---\n",
-                     static_cast<int>(a.size()), a.data(), piece, static_cast<int>(b.size()), b.data());
+                     static_cast<int>(a.size()), a.data(), piece, static_cast<int>(b.size()),
+                     b.data());
         fail("the input fed in pieces got another answer than fed whole");
     }
 
