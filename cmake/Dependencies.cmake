@@ -45,7 +45,7 @@ else()
     endif()
     # Built as distributions ship it: without LLHTTP_STRICT_MODE. The core
     # frames bodies and checks heads itself, the same in either mode (the
-    # framing fuzzer runs against both); strict mode costs about 2% of the
+    # framing fuzzer runs against both); strict mode costs 1-2.5% of the
     # session's instructions per request and adds no check the framing guard
     # does not already make (README, "The protocol core and its guards").
     # sm_llhttp_strict is the same sources in strict mode, for that fuzzer.
