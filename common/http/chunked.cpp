@@ -26,13 +26,11 @@ std::uint64_t hex_value(char c) noexcept {
 void ChunkedDecoder::start(std::uint64_t max_bytes) noexcept {
     state_ = State::size_start;
     size_ = 0;
-    bytes_ = 0;
-    max_ = max_bytes;
+    left_ = max_bytes;
 }
 
 ChunkedDecoder::Step ChunkedDecoder::fail(std::size_t used, Status status,
                                           const char* why) noexcept {
-    bytes_ += used;
     state_ = State::finished;
     return {used, status, why};
 }
@@ -170,8 +168,8 @@ ChunkedDecoder::Step ChunkedDecoder::feed(const char* p, const char* end) noexce
                 } else {
                     // The data alone would pass the limit: say so now rather
                     // than after reading it.
-                    const std::uint64_t so_far = bytes_ + used() + 1;
-                    if (so_far > max_ || size_ > max_ - so_far)
+                    const std::uint64_t taken = used() + 1;
+                    if (taken > left_ || size_ > left_ - taken)
                         return fail(used() + 1, Status::too_large,
                                     "request body larger than the limit");
                     state_ = data;
@@ -239,16 +237,17 @@ ChunkedDecoder::Step ChunkedDecoder::feed(const char* p, const char* end) noexce
             case end_lf:
                 if (c != '\n') return bad("CR without LF in chunked framing");
                 ++q;
-                bytes_ += used();
                 state_ = finished;
-                if (bytes_ > max_)
+                if (used() > left_)
                     return {used(), Status::too_large, "request body larger than the limit"};
+                left_ -= used();
                 return {used(), Status::done, nullptr};
             case finished: break;  // not reached: checked on entry
         }
     }
-    bytes_ += used();
-    if (bytes_ > max_) return fail(0, Status::too_large, "request body larger than the limit");
+    if (used() > left_)
+        return fail(used(), Status::too_large, "request body larger than the limit");
+    left_ -= used();
     return {used(), Status::more, nullptr};
 }
 

@@ -47,8 +47,6 @@ class ChunkedDecoder {
     void start(std::uint64_t max_bytes) noexcept;
     // Decodes [p, end). After done, invalid or too_large, start() again.
     Step feed(const char* p, const char* end) noexcept;
-    // Bytes of the coding so far.
-    [[nodiscard]] std::uint64_t bytes() const noexcept { return bytes_; }
 
     enum class State : std::uint8_t {
         size_start,       // first HEXDIG of a chunk-size
@@ -80,8 +78,7 @@ class ChunkedDecoder {
 
     State state_ = State::size_start;
     std::uint64_t size_ = 0;  // of the chunk in progress; data still to come in `data`
-    std::uint64_t bytes_ = 0;
-    std::uint64_t max_ = 0;
+    std::uint64_t left_ = 0;  // bytes the coding may still take before it is too large
 };
 
 }  // namespace sm::http

@@ -17,75 +17,73 @@ bool is_reg_name_char(char c) noexcept {
     return is(c, kRegName);
 }
 
-// dec-octet = DIGIT / %x31-39 DIGIT / "1" 2DIGIT / "2" %x30-34 DIGIT / "25" %x30-35
-bool is_dec_octet(const char* p, std::size_t n) noexcept {
-    if (n == 0 || n > 3) return false;
-    for (std::size_t i = 0; i < n; ++i)
-        if (p[i] < '0' || p[i] > '9') return false;
-    if (n > 1 && p[0] == '0') return false;
-    int v = 0;
-    for (std::size_t i = 0; i < n; ++i)
-        v = v * 10 + (p[i] - '0');
-    return v <= 255;
-}
-
-bool is_ipv4_address(const char* p, std::size_t n) noexcept {
-    std::size_t parts = 0, start = 0;
-    for (std::size_t i = 0; i <= n; ++i) {
-        if (i == n || p[i] == '.') {
-            if (!is_dec_octet(p + start, i - start)) return false;
-            ++parts;
-            start = i + 1;
-        }
-    }
-    return parts == 4;
-}
-
-// Groups of a run of "h16 *( ':' h16 )" with an IPv4address allowed as the
-// last group (counted as two); -1 if malformed. An empty run has none.
-int count_groups(const char* p, std::size_t n, bool ipv4_last) noexcept {
-    if (n == 0) return 0;
-    int groups = 0;
-    std::size_t start = 0;
-    for (std::size_t i = 0; i <= n; ++i) {
-        if (i == n || p[i] == ':') {
-            const std::size_t len = i - start;
-            bool h16 = len >= 1 && len <= 4;
-            for (std::size_t k = start; h16 && k < i; ++k)
-                h16 = is_hex(p[k]);
-            if (h16) {
-                ++groups;
-            } else if (i == n && ipv4_last && is_ipv4_address(p + start, len)) {
-                groups += 2;
-            } else {
-                return -1;
-            }
-            start = i + 1;
-        }
-    }
-    return groups;
-}
-
 }  // namespace
 
-bool is_ipv6_address(const char* p, std::size_t n) noexcept {
-    // Without "::" exactly eight groups; with one "::" (standing for at
-    // least one group) at most seven around it. An IPv4address may only be
-    // the last group (ls32).
-    const char* gap = nullptr;
-    for (std::size_t i = 0; i + 1 < n; ++i) {
-        if (p[i] == ':' && p[i + 1] == ':') {
-            gap = p + i;
-            break;
+bool Ipv6Check::step(char c) noexcept {
+    if (chars::is_digit(c) || is(c, kHex)) {
+        // A leading single ":" must be half of "::".
+        if (colons_ == 1 && parts_ == 0 && !gap_ && len_ == 0) return false;
+        colons_ = 0;
+        if (in_ipv4_) {
+            // dec-octet: 1-3 DIGIT, no leading zero, at most 255.
+            if (!chars::is_digit(c) || len_ == 3 || (len_ == 1 && value_ == 0)) return false;
+            value_ = static_cast<std::uint16_t>(value_ * 10 + (c - '0'));
+            ++len_;
+            return value_ <= 255;
         }
+        if (len_ == 4) return false;  // h16 = 1*4HEXDIG
+        decimal_ = decimal_ && chars::is_digit(c) && len_ < 3 && !(len_ == 1 && value_ == 0);
+        if (decimal_) value_ = static_cast<std::uint16_t>(value_ * 10 + (c - '0'));
+        ++len_;
+        return true;
     }
-    if (gap == nullptr) return count_groups(p, n, true) == 8;
-    const auto before = static_cast<std::size_t>(gap - p);
-    const char* rest = gap + 2;
-    const std::size_t after = n - before - 2;
-    const int a = count_groups(p, before, false);
-    const int b = count_groups(rest, after, true);
-    return a >= 0 && b >= 0 && a + b <= 7;
+    if (c == ':') {
+        if (in_ipv4_) return false;  // an IPv4address only last
+        if (len_ > 0) {
+            if (++parts_ > 7) return false;  // no room for a part after this ":"
+            len_ = 0;
+            decimal_ = true;
+            value_ = 0;
+            colons_ = 1;
+            return true;
+        }
+        if (colons_ == 0) {  // ":" first
+            if (parts_ != 0 || gap_) return false;
+            colons_ = 1;
+            return true;
+        }
+        if (colons_ == 1 && !gap_) {  // "::"
+            gap_ = true;
+            colons_ = 2;
+            return true;
+        }
+        return false;  // ":::" or a second "::"
+    }
+    if (c == '.') {
+        if (len_ == 0) return false;
+        if (!in_ipv4_) {
+            if (!decimal_ || value_ > 255) return false;
+            in_ipv4_ = true;
+        }
+        if (++octets_ > 3) return false;
+        len_ = 0;
+        value_ = 0;
+        return true;
+    }
+    return false;
+}
+
+bool Ipv6Check::finish() const noexcept {
+    unsigned parts = parts_;
+    if (in_ipv4_) {
+        if (octets_ != 3 || len_ == 0) return false;
+        parts += 2;
+    } else if (len_ > 0) {
+        parts += 1;
+    } else if (colons_ != 2) {
+        return false;  // empty, or ending in a single ":"
+    }
+    return gap_ ? parts <= 7 : parts == 8;
 }
 
 void HostCheck::feed(const char* p, std::size_t n) noexcept {
@@ -112,7 +110,8 @@ void HostCheck::step(char c) noexcept {
     switch (state_) {
         case start:
             if (c == '[') {
-                state_ = ipv6;
+                state_ = ipv6_start;
+                ipv6_.start();
                 return;
             }
             [[fallthrough]];
@@ -129,16 +128,17 @@ void HostCheck::step(char c) noexcept {
             return;
         case pct1: state_ = is_hex(c) ? pct2 : invalid; return;
         case pct2: state_ = is_hex(c) ? reg_name : invalid; return;
-        case ipv6:
-            if (literal_len_ == 0 && (c == 'v' || c == 'V')) {
+        case ipv6_start:
+            if (c == 'v' || c == 'V') {
                 state_ = future_hex1;
-            } else if (c == ']') {
-                state_ = is_ipv6_address(literal_.data(), literal_len_) ? after_literal : invalid;
-            } else if (literal_len_ < literal_.size() && (is_hex(c) || c == ':' || c == '.')) {
-                literal_[literal_len_++] = c;
-            } else {
-                state_ = invalid;
+                return;
             }
+            [[fallthrough]];
+        case ipv6:
+            if (c == ']')
+                state_ = ipv6_.finish() ? after_literal : invalid;
+            else
+                state_ = ipv6_.step(c) ? ipv6 : invalid;
             return;
         case future_hex1: state_ = is_hex(c) ? future_hex : invalid; return;
         case future_hex:
@@ -191,10 +191,10 @@ void TransferEncodingCheck::start_line() noexcept {
 void TransferEncodingCheck::end_coding() noexcept {
     if (!in_coding_) return;
     in_coding_ = false;
-    ++codings_;
+    if (codings_ < 0xff) ++codings_;
     last_chunked_ = name_match_ == 7;  // "chunked", case-insensitively
     if (last_chunked_) {
-        ++chunked_;
+        if (chunked_ < 0xff) ++chunked_;
         chunked_params_ = chunked_params_ || params_;
     }
 }

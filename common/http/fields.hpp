@@ -34,12 +34,33 @@
 
 namespace sm::http {
 
+// RFC 3986 3.2.2 IPv6address (no brackets, no zone), checked a byte at a
+// time in eight bytes of state, so that a Host literal split across reads
+// needs no copy: parts of 1-4 HEXDIG separated by ":", at most one "::"
+// (standing for at least one part), an IPv4address allowed as the last
+// part (counted as two); eight parts without "::", at most seven with it.
+class Ipv6Check {
+  public:
+    void start() noexcept { *this = Ipv6Check{}; }
+    // A byte of the literal; false once it cannot be an IPv6address.
+    bool step(char c) noexcept;
+    // The literal ended: is it an IPv6address?
+    [[nodiscard]] bool finish() const noexcept;
+
+  private:
+    std::uint8_t parts_ = 0;   // completed parts (an IPv4address counts two)
+    std::uint8_t len_ = 0;     // bytes of the part in progress
+    std::uint8_t colons_ = 0;  // ":" just seen: 0, 1 or 2 ("::")
+    bool gap_ = false;         // "::" seen
+    bool decimal_ = true;      // the part in progress could be a dec-octet
+    bool in_ipv4_ = false;     // past the first "." of a trailing IPv4address
+    std::uint8_t octets_ = 0;  // IPv4 octets completed
+    std::uint16_t value_ = 0;  // decimal value of the part or octet in progress
+};
+
 class HostCheck {
   public:
-    void start() noexcept {
-        state_ = State::start;
-        literal_len_ = 0;
-    }
+    void start() noexcept { state_ = State::start; }
     void feed(const char* p, std::size_t n) noexcept;
     // The whole value has been fed: is it a valid Host?
     [[nodiscard]] bool valid() const noexcept;
@@ -50,7 +71,8 @@ class HostCheck {
         reg_name,
         pct1,  // after "%": two HEXDIG follow
         pct2,
-        ipv6,           // inside "[": kept in literal_ until "]"
+        ipv6_start,     // after "[": "v" for IPvFuture, or an IPv6address
+        ipv6,           // inside an IPv6address, until "]"
         future_hex1,    // "[v": HEXDIG follows
         future_hex,     // more HEXDIG, then "."
         future_rest1,   // after "v<hex>.": at least one unreserved / sub-delims / ":"
@@ -63,13 +85,8 @@ class HostCheck {
     void step(char c) noexcept;
 
     State state_ = State::start;
-    std::uint8_t literal_len_ = 0;
-    // "ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255" is the longest IPv6address.
-    std::array<char, 45> literal_{};
+    Ipv6Check ipv6_;
 };
-
-// RFC 3986 3.2.2 IPv6address, exactly (no brackets, no zone).
-[[nodiscard]] bool is_ipv6_address(const char* p, std::size_t n) noexcept;
 
 class TransferEncodingCheck {
   public:
@@ -92,7 +109,8 @@ class TransferEncodingCheck {
         return !invalid_ && last_chunked_ && chunked_ == 1 && !chunked_params_;
     }
     // How many codings the lines named (an empty value names none).
-    [[nodiscard]] std::uint32_t codings() const noexcept { return codings_; }
+    // (Counts saturate at 255: only "none" and "once" matter.)
+    [[nodiscard]] std::uint8_t codings() const noexcept { return codings_; }
 
   private:
     enum class State : std::uint8_t {
@@ -115,8 +133,8 @@ class TransferEncodingCheck {
     std::uint8_t name_match_ = 0;  // letters of "chunked" the coding's name matched; 0xff: no
     bool params_ = false;          // the coding in progress has parameters
     bool in_coding_ = false;
-    std::uint32_t codings_ = 0;
-    std::uint32_t chunked_ = 0;
+    std::uint8_t codings_ = 0;
+    std::uint8_t chunked_ = 0;
     bool last_chunked_ = false;
     bool chunked_params_ = false;
     bool invalid_ = false;

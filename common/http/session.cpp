@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 
 #include "http/chars.hpp"
 
@@ -68,7 +69,8 @@ void Session::reset() noexcept {
     host_count_ = te_count_ = name_match_ = 0;
     name_candidate_ = Field::other;
     upgrade_field_ = false;
-    body_left_ = responses_ = 0;
+    responses_ = 0;
+    std::construct_at(&framing_.head);
     target_len_ = 0;
     target_state_ = TargetState::start;
 }
@@ -80,11 +82,11 @@ Session::Result Session::feed(std::span<const char> in, ByteBuffer& out) noexcep
     const char* p = in.data();
     const char* const end = p + in.size();
     scan_pos_ = p;
-    const void* tab = std::memchr(p, '\t', in.size());
-    tab_ = tab != nullptr ? static_cast<const char*>(tab) : end;
+    const void* t = std::memchr(p, '\t', in.size());
+    const char* tab = t != nullptr ? static_cast<const char*>(t) : end;
     while (!closed_ && p < end) {
         switch (phase_) {
-            case Phase::head: p = parse_head(p, end); break;
+            case Phase::head: p = parse_head(p, end, tab); break;
             // Body bytes are not the guard's: it goes on after them.
             case Phase::body_length: scan_pos_ = p = skip_body(p, end); break;
             case Phase::body_chunked: scan_pos_ = p = decode_chunked(p, end); break;
@@ -104,17 +106,18 @@ Session::Result Session::feed(std::span<const char> in, ByteBuffer& out) noexcep
 // (the guard, which sees the real bytes, refuses it anywhere else), where
 // the two mean the same; the session reads no value that could tell them
 // apart. Heads rarely hold an HTAB: one memchr per read finds none.
-llhttp_errno_t Session::execute(const char* p, const char* end, const char*& pos) noexcept {
+llhttp_errno_t Session::execute(const char* p, const char* end, const char*& tab,
+                                const char*& pos) noexcept {
     static constexpr char kSpace = ' ';
-    while (tab_ < end) {  // an HTAB in this read, rare in heads
-        if (tab_ < p) {   // one already passed (it was body data, or fed as SP)
+    while (tab < end) {  // an HTAB in this read, rare in heads
+        if (tab < p) {   // one already passed (it was body data, or fed as SP)
             const void* t = std::memchr(p, '\t', static_cast<std::size_t>(end - p));
-            tab_ = t != nullptr ? static_cast<const char*>(t) : end;
+            tab = t != nullptr ? static_cast<const char*>(t) : end;
             continue;
         }
-        if (tab_ > p) {
+        if (tab > p) {
             const llhttp_errno_t err =
-                llhttp_execute(&parser_, p, static_cast<std::size_t>(tab_ - p));
+                llhttp_execute(&parser_, p, static_cast<std::size_t>(tab - p));
             if (err != HPE_OK) {
                 pos = llhttp_get_error_pos(&parser_);
                 return err;
@@ -122,23 +125,23 @@ llhttp_errno_t Session::execute(const char* p, const char* end, const char*& pos
         }
         const llhttp_errno_t err = llhttp_execute(&parser_, &kSpace, 1);
         if (err != HPE_OK) {
-            pos = llhttp_get_error_pos(&parser_) == &kSpace ? tab_ : tab_ + 1;
+            pos = llhttp_get_error_pos(&parser_) == &kSpace ? tab : tab + 1;
             return err;
         }
-        p = tab_ + 1;
+        p = tab + 1;
     }
     const llhttp_errno_t err = llhttp_execute(&parser_, p, static_cast<std::size_t>(end - p));
     if (err != HPE_OK) pos = llhttp_get_error_pos(&parser_);
     return err;
 }
 
-const char* Session::parse_head(const char* p, const char* end) noexcept {
+const char* Session::parse_head(const char* p, const char* end, const char*& tab) noexcept {
     if (unknown_method_) {
         scan_unknown_method(p, end);
         return end;
     }
     const char* pos = end;
-    const llhttp_errno_t err = execute(p, end, pos);
+    const llhttp_errno_t err = execute(p, end, tab, pos);
     if (err == HPE_OK) {
         scan_to(end);
         return end;
@@ -176,15 +179,15 @@ const char* Session::parse_head(const char* p, const char* end) noexcept {
 
 const char* Session::skip_body(const char* p, const char* end) noexcept {
     const auto take = static_cast<std::size_t>(
-        std::min<std::uint64_t>(body_left_, static_cast<std::uint64_t>(end - p)));
-    body_left_ -= take;
+        std::min<std::uint64_t>(framing_.body_left, static_cast<std::uint64_t>(end - p)));
+    framing_.body_left -= take;
     p += take;
-    if (body_left_ == 0) finish_message();
+    if (framing_.body_left == 0) finish_message();
     return p;
 }
 
 const char* Session::decode_chunked(const char* p, const char* end) noexcept {
-    const ChunkedDecoder::Step step = chunked_.feed(p, end);
+    const ChunkedDecoder::Step step = framing_.chunked.feed(p, end);
     switch (step.status) {
         case ChunkedDecoder::Status::more: return end;
         case ChunkedDecoder::Status::done: finish_message(); return p + step.used;
@@ -262,8 +265,9 @@ bool Session::head_done() noexcept {
         // of a request cannot be determined: 400 and close (RFC 9112 6.3,
         // item 4). The decision is the session's own parse of the values
         // (fields.hpp), not llhttp's flag.
-        if (!te_check_.chunked()) {
-            fail(Status::bad_request, te_check_.codings() == 0
+        const TransferEncodingCheck& te = framing_.head.te;
+        if (!te.chunked()) {
+            fail(Status::bad_request, te.codings() == 0
                                           ? "Transfer-Encoding without a coding"
                                           : "Transfer-Encoding whose final coding is not chunked");
             return false;
@@ -277,7 +281,8 @@ bool Session::head_done() noexcept {
         // framing: answer it, then close the connection.
         if (parser_.http_minor == 0) close_after_ = true;
         phase_ = Phase::body_chunked;
-        chunked_.start(limits_->max_body_bytes);
+        std::construct_at(&framing_.chunked);
+        framing_.chunked.start(limits_->max_body_bytes);
     } else if (parser_.content_length > 0) {
         if (parser_.content_length > limits_->max_body_bytes) {
             fail(Status::payload_too_large, "request body larger than the limit");
@@ -285,7 +290,7 @@ bool Session::head_done() noexcept {
         }
         if (connect) return true;
         phase_ = Phase::body_length;
-        body_left_ = parser_.content_length;
+        framing_.body_left = parser_.content_length;
     }
     return true;
 }
@@ -364,7 +369,7 @@ int Session::on_message_begin(llhttp_t* p) noexcept {
     s.name_candidate_ = Field::other;
     s.upgrade_field_ = false;
     s.field_ = Field::other;
-    s.te_check_.start();
+    std::construct_at(&s.framing_.head);  // the checks start afresh for each head
     s.target_len_ = 0;
     s.target_state_ = TargetState::start;
     return 0;
@@ -477,12 +482,12 @@ int Session::on_header_field_complete(llhttp_t* p) noexcept {
     if (whole && s.name_candidate_ == Field::host && s.name_match_ == kHostName.size()) {
         s.field_ = Field::host;
         if (s.host_count_ < 0xff) ++s.host_count_;
-        s.host_check_.start();
+        s.framing_.head.host.start();
     } else if (whole && s.name_candidate_ == Field::transfer_encoding &&
                s.name_match_ == kTransferEncodingName.size()) {
         s.field_ = Field::transfer_encoding;
         if (s.te_count_ < 0xff) ++s.te_count_;
-        s.te_check_.start_line();
+        s.framing_.head.te.start_line();
     } else if (whole && s.name_candidate_ == Field::upgrade &&
                s.name_match_ == kUpgradeName.size()) {
         s.upgrade_field_ = true;
@@ -497,20 +502,20 @@ int Session::on_header_field_complete(llhttp_t* p) noexcept {
 int Session::on_header_value(llhttp_t* p, const char* at, std::size_t n) noexcept {
     Session& s = self(p);
     if (s.field_ == Field::host) {
-        s.host_check_.feed(at, n);
+        s.framing_.head.host.feed(at, n);
     } else if (s.field_ == Field::transfer_encoding) {
-        s.te_check_.feed(at, n);
+        s.framing_.head.te.feed(at, n);
     }
     return 0;
 }
 
 int Session::on_header_value_complete(llhttp_t* p) noexcept {
     Session& s = self(p);
-    if (s.field_ == Field::host && !s.host_check_.valid())
+    if (s.field_ == Field::host && !s.framing_.head.host.valid())
         return s.fail_in_callback(Status::bad_request, "invalid Host header value");
     if (s.field_ == Field::transfer_encoding) {
-        s.te_check_.end_line();
-        if (!s.te_check_.valid())
+        s.framing_.head.te.end_line();
+        if (!s.framing_.head.te.valid())
             return s.fail_in_callback(Status::bad_request,
                                       "invalid Transfer-Encoding value (not a list of codings)");
     }

@@ -89,10 +89,12 @@ class Session {
     static const llhttp_settings_t kSettings;
 
     // llhttp_execute over [p, end) as if every HTAB were SP (see session.cpp);
-    // on an error or pause, `pos` is where it happened in [p, end].
-    llhttp_errno_t execute(const char* p, const char* end, const char*& pos) noexcept;
+    // on an error or pause, `pos` is where it happened in [p, end]. `tab` is
+    // the next HTAB of the input, or its end; it moves on.
+    llhttp_errno_t execute(const char* p, const char* end, const char*& tab,
+                           const char*& pos) noexcept;
     // Parses head bytes from `p`; returns where the next phase starts.
-    const char* parse_head(const char* p, const char* end) noexcept;
+    const char* parse_head(const char* p, const char* end, const char*& tab) noexcept;
     // Frames body bytes from `p`; returns where the next request starts.
     const char* skip_body(const char* p, const char* end) noexcept;
     const char* decode_chunked(const char* p, const char* end) noexcept;
@@ -116,11 +118,20 @@ class Session {
     const Limits* limits_;
     ByteBuffer* out_ = nullptr;       // only during feed()
     const char* scan_pos_ = nullptr;  // first byte the guard has not seen
-    const char* tab_ = nullptr;       // during feed(): the next HTAB in the input, or its end
     FramingGuard guard_;
-    ChunkedDecoder chunked_;
-    HostCheck host_check_;
-    TransferEncodingCheck te_check_;
+    // What frames the message, by phase_: the checks of the fields the
+    // session reads during a head, then the chunked decoder or what is left
+    // of a Content-Length body. Never two at once, so they share their
+    // bytes: a session is most of an idle connection's memory.
+    union Framing {
+        struct Head {
+            HostCheck host;
+            TransferEncodingCheck te;
+        } head;
+        ChunkedDecoder chunked;
+        std::uint64_t body_left;
+        Framing() noexcept : head() {}
+    } framing_;
     Phase phase_ = Phase::head;
     Field field_ = Field::other;
     bool in_message_ = false;
@@ -133,11 +144,7 @@ class Session {
     // The request's method is a token llhttp does not know (RFC 9110 9.1: 501,
     // not 400): the rest of the head goes to the guard alone.
     bool unknown_method_ = false;
-    bool in_method_ = false;                     // still inside that method token
-    Status error_status_ = Status::bad_request;  // for HPE_USER
-    const char* error_detail_ = "";
-    std::size_t uri_bytes_ = 0;
-    std::size_t header_count_ = 0;
+    bool in_method_ = false;       // still inside that method token
     std::uint8_t host_count_ = 0;  // Host fields in this request (RFC 9112 3.2: exactly one)
     // Transfer-Encoding fields, even empty ones (llhttp flags only non-empty values).
     std::uint8_t te_count_ = 0;
@@ -147,7 +154,10 @@ class Session {
     // h, t, u), and how many of its letters it matched; 0xff: none.
     Field name_candidate_ = Field::other;
     std::uint8_t name_match_ = 0;
-    std::uint64_t body_left_ = 0;  // of a Content-Length body
+    Status error_status_ = Status::bad_request;  // for HPE_USER
+    const char* error_detail_ = "";
+    std::size_t uri_bytes_ = 0;
+    std::size_t header_count_ = 0;
     std::uint64_t responses_ = 0;
     // Where on_url is inside the request target. Absolute-form targets
     // ("http://host/path") have their scheme and authority skipped, whatever

@@ -215,7 +215,6 @@ TEST_CASE("chunked counts every byte of the coding toward the limit", "[chunked]
         for (int i = 0; i < 20 && s == Status::more; ++i)
             s = d.feed(more.data(), more.data() + more.size()).status;
         CHECK(s == Status::too_large);
-        CHECK(d.bytes() > 64);
     }
     SECTION("trailers count too") {
         const std::string trailers = "0\r\n" + std::string(60, 'X') + ": v\r\n\r\n";
@@ -228,10 +227,8 @@ TEST_CASE("chunked starts afresh after start()", "[chunked]") {
     d.start(kNoLimit);
     const std::string body = "5\r\nhello\r\n0\r\n\r\n";
     REQUIRE(d.feed(body.data(), body.data() + body.size()).status == Status::done);
-    CHECK(d.bytes() == body.size());
     CHECK(d.feed(body.data(), body.data() + body.size()).status == Status::invalid);
     d.start(kNoLimit);
-    CHECK(d.bytes() == 0);
     const ChunkedDecoder::Step s = d.feed(body.data(), body.data() + body.size());
     CHECK(s.status == Status::done);
     CHECK(s.used == body.size());
