@@ -12,8 +12,6 @@ using chars::is;
 using chars::is_ws;
 using chars::kFieldChar;
 using chars::kHex;
-using chars::kPairable;
-using chars::kQdtext;
 using chars::kTchar;
 
 std::uint64_t hex_value(char c) noexcept {
@@ -59,7 +57,8 @@ ChunkedDecoder::Step ChunkedDecoder::feed(const char* p, const char* end) noexce
                         return bad("chunk size does not fit in 64 bits");
                     size_ = (size_ << 4) | hex_value(c);
                 } else if (c == ';') {
-                    state_ = ext_name_start;
+                    state_ = ext;
+                    ext_.start();
                 } else if (c == '\r') {
                     state_ = size_lf;
                 } else if (is_ws(c)) {
@@ -72,93 +71,24 @@ ChunkedDecoder::Step ChunkedDecoder::feed(const char* p, const char* end) noexce
                 break;
             case size_ws:
                 if (c == ';') {
-                    state_ = ext_name_start;
+                    state_ = ext;
+                    ext_.start();
                 } else if (!is_ws(c)) {
                     return bad("whitespace after a chunk size without an extension");
                 }
                 break;
-            case ext_name_start:
-                if (is(c, kTchar)) {
-                    state_ = ext_name;
-                } else if (!is_ws(c)) {
-                    return bad("chunk extension without a name");
-                }
-                break;
-            case ext_name:
-                if (c == '\r') {
+            case ext:
+                if (ext_.take(c)) break;
+                if (c == ';' && ext_.complete(false)) {
+                    ext_.start();
+                } else if (c == '\r' && ext_.complete(false) && !ext_.trailing_ws()) {
                     state_ = size_lf;
-                } else if (c == ';') {
-                    state_ = ext_name_start;
-                } else if (c == '=') {
-                    state_ = ext_value_start;
-                } else if (is_ws(c)) {
-                    state_ = ext_name_ws;
                 } else if (c == '\n') {
                     return bad("bare LF line end in chunked framing");
-                } else if (!is(c, kTchar)) {
-                    return bad("invalid character in a chunk extension name");
-                }
-                break;
-            case ext_name_ws:
-                if (c == '=') {
-                    state_ = ext_value_start;
-                } else if (c == ';') {
-                    state_ = ext_name_start;
-                } else if (!is_ws(c)) {
-                    return bad("whitespace in a chunk extension not followed by = or ;");
-                }
-                break;
-            case ext_value_start:
-                if (is(c, kTchar)) {
-                    state_ = ext_token;
-                } else if (c == '"') {
-                    state_ = ext_quoted;
-                } else if (!is_ws(c)) {
-                    return bad("invalid chunk extension value");
-                }
-                break;
-            case ext_token:
-                if (c == '\r') {
-                    state_ = size_lf;
-                } else if (c == ';') {
-                    state_ = ext_name_start;
-                } else if (is_ws(c)) {
-                    state_ = ext_value_ws;
-                } else if (c == '\n') {
-                    return bad("bare LF line end in chunked framing");
-                } else if (!is(c, kTchar)) {
-                    return bad("invalid character in a chunk extension value");
-                }
-                break;
-            case ext_quoted:
-                if (c == '"') {
-                    state_ = ext_value_end;
-                } else if (c == '\\') {
-                    state_ = ext_quoted_pair;
-                } else if (!is(c, kQdtext)) {
-                    return bad("invalid character in a quoted chunk extension value");
-                }
-                break;
-            case ext_quoted_pair:
-                if (!is(c, kPairable)) return bad("invalid quoted-pair in a chunk extension");
-                state_ = ext_quoted;
-                break;
-            case ext_value_end:
-                if (c == '\r') {
-                    state_ = size_lf;
-                } else if (c == ';') {
-                    state_ = ext_name_start;
-                } else if (is_ws(c)) {
-                    state_ = ext_value_ws;
-                } else {
-                    return bad("invalid character after a quoted chunk extension value");
-                }
-                break;
-            case ext_value_ws:
-                if (c == ';') {
-                    state_ = ext_name_start;
-                } else if (!is_ws(c)) {
+                } else if (ext_.complete(false) && ext_.trailing_ws()) {
                     return bad("whitespace in a chunk extension not followed by ;");
+                } else {
+                    return bad("invalid chunk extension (RFC 9112 7.1.1)");
                 }
                 break;
             case size_lf:

@@ -26,6 +26,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "http/parameter.hpp"
+
 namespace sm::http {
 
 class ChunkedDecoder {
@@ -49,21 +51,13 @@ class ChunkedDecoder {
     Step feed(const char* p, const char* end) noexcept;
 
     enum class State : std::uint8_t {
-        size_start,       // first HEXDIG of a chunk-size
-        size,             // more HEXDIG, BWS, ";" or CR
-        size_ws,          // BWS after the size: ";" must follow
-        ext_name_start,   // after ";": BWS, then a token
-        ext_name,         // token, BWS, "=", ";" or CR
-        ext_name_ws,      // BWS after a name: "=" or ";" must follow
-        ext_value_start,  // after "=": BWS, then a token or a quoted-string
-        ext_token,        // token value
-        ext_quoted,       // inside a quoted-string
-        ext_quoted_pair,  // after a backslash in a quoted-string
-        ext_value_end,    // after the closing DQUOTE: BWS, ";" or CR
-        ext_value_ws,     // BWS after a value: ";" must follow
-        size_lf,          // CR of the chunk-size line seen
-        data,             // chunk-data
-        data_cr,          // CR must follow the chunk-data
+        size_start,  // first HEXDIG of a chunk-size
+        size,        // more HEXDIG, BWS, ";" or CR
+        size_ws,     // BWS after the size: ";" must follow
+        ext,         // a chunk extension after its ";" (ext_)
+        size_lf,     // CR of the chunk-size line seen
+        data,        // chunk-data
+        data_cr,     // CR must follow the chunk-data
         data_lf,
         trailer_start,  // start of a trailer field line, or of the final CRLF
         trailer_name,
@@ -77,6 +71,7 @@ class ChunkedDecoder {
     Step fail(std::size_t used, Status status, const char* why) noexcept;
 
     State state_ = State::size_start;
+    ParameterCheck ext_;
     std::uint64_t size_ = 0;  // of the chunk in progress; data still to come in `data`
     std::uint64_t left_ = 0;  // bytes the coding may still take before it is too large
 };

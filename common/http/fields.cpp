@@ -222,86 +222,49 @@ void TransferEncodingCheck::feed(const char* p, std::size_t n) noexcept {
                                       : std::uint8_t{0xff};
                     break;
                 }
+                if (is_ws(c)) {
+                    state_ = after_coding;
+                    break;
+                }
                 [[fallthrough]];
             case after_coding:
-            case after_param:
-                if (c == ',') {
-                    end_coding();
-                    state_ = list;
-                } else if (c == ';') {
-                    params_ = true;
-                    state_ = param_start;
-                } else if (is_ws(c)) {
-                    if (state_ == coding) state_ = after_coding;
-                } else {
-                    state_ = invalid;
-                }
+                if (is_ws(c)) break;
+                after_element(c);
                 break;
-            case param_start:
-                if (is(c, chars::kTchar))
-                    state_ = param_name;
-                else if (!is_ws(c))
+            case param:
+                // transfer-parameter = token BWS "=" BWS ( token / quoted-string )
+                if (param_.take(c)) break;
+                if (param_.complete(true))
+                    after_element(c);
+                else
                     state_ = invalid;
-                break;
-            case param_name:
-                if (c == '=')
-                    state_ = param_value_start;
-                else if (is_ws(c))
-                    state_ = param_name_ws;
-                else if (!is(c, chars::kTchar))
-                    state_ = invalid;
-                break;
-            case param_name_ws:
-                if (c == '=')
-                    state_ = param_value_start;
-                else if (!is_ws(c))
-                    state_ = invalid;
-                break;
-            case param_value_start:
-                if (is(c, chars::kTchar))
-                    state_ = param_token;
-                else if (c == '"')
-                    state_ = param_quoted;
-                else if (!is_ws(c))
-                    state_ = invalid;
-                break;
-            case param_token:
-                if (c == ',') {
-                    end_coding();
-                    state_ = list;
-                } else if (c == ';') {
-                    state_ = param_start;
-                } else if (is_ws(c)) {
-                    state_ = after_param;
-                } else if (!is(c, chars::kTchar)) {
-                    state_ = invalid;
-                }
-                break;
-            case param_quoted:
-                if (c == '"')
-                    state_ = after_param;
-                else if (c == '\\')
-                    state_ = param_quoted_pair;
-                else if (!is(c, chars::kQdtext))
-                    state_ = invalid;
-                break;
-            case param_quoted_pair:
-                state_ = is(c, chars::kPairable) ? param_quoted : invalid;
                 break;
             case invalid: break;
         }
     }
 }
 
-void TransferEncodingCheck::end_line() noexcept {
-    switch (state_) {
-        case State::list:
-        case State::coding:
-        case State::after_coding:
-        case State::param_token:
-        case State::after_param: end_coding(); break;
-        default: invalid_ = true; break;
+void TransferEncodingCheck::after_element(char c) noexcept {
+    if (c == ',') {
+        end_coding();
+        state_ = State::list;
+    } else if (c == ';') {
+        params_ = true;
+        param_.start();
+        state_ = State::param;
+    } else {
+        state_ = State::invalid;
     }
+}
+
+void TransferEncodingCheck::end_line() noexcept {
+    const bool ends = state_ == State::list || state_ == State::coding ||
+                      state_ == State::after_coding ||
+                      (state_ == State::param && param_.complete(true));
+    if (ends)
+        end_coding();
+    else
+        invalid_ = true;
 }
 
 }  // namespace sm::http

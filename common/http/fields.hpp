@@ -32,6 +32,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "http/parameter.hpp"
+
 namespace sm::http {
 
 // RFC 3986 3.2.2 IPv6address (no brackets, no zone), checked a byte at a
@@ -117,19 +119,16 @@ class TransferEncodingCheck {
         list,          // before an element: OWS and empty elements (",") allowed
         coding,        // the coding's name
         after_coding,  // OWS after it: ";" or "," or the end
-        param_start,   // after ";": OWS, then a name
-        param_name,
-        param_name_ws,  // BWS after a name: "=" must follow
-        param_value_start,
-        param_token,
-        param_quoted,
-        param_quoted_pair,
-        after_param,  // OWS after a value: ";" or "," or the end
+        param,         // a transfer-parameter after its ";" (param_)
         invalid,
     };
     void end_coding() noexcept;
+    // The byte after a coding or a parameter: "," ends the element, ";"
+    // starts a parameter, anything else is not a list.
+    void after_element(char c) noexcept;
 
     State state_ = State::list;
+    ParameterCheck param_;
     std::uint8_t name_match_ = 0;  // letters of "chunked" the coding's name matched; 0xff: no
     bool params_ = false;          // the coding in progress has parameters
     bool in_coding_ = false;
