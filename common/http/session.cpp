@@ -60,17 +60,22 @@ void Session::reset() noexcept {
     scan_pos_ = nullptr;
     guard_.start_head();
     phase_ = Phase::head;
-    field_ = Field::other;
-    in_message_ = method_known_ = closed_ = close_requested_ = close_after_ = false;
+    in_message_ = closed_ = close_requested_ = false;
     unknown_method_ = in_method_ = false;
     error_status_ = Status::bad_request;
     error_detail_ = "";
+    responses_ = 0;
+    start_request();
+}
+
+void Session::start_request() noexcept {
+    method_known_ = close_after_ = false;
     uri_bytes_ = header_count_ = 0;
     host_count_ = te_count_ = name_match_ = 0;
     name_candidate_ = Field::other;
     upgrade_field_ = false;
-    responses_ = 0;
-    std::construct_at(&framing_.head);
+    field_ = Field::other;
+    std::construct_at(&framing_.head);  // the checks start afresh for each head
     target_len_ = 0;
     target_state_ = TargetState::start;
 }
@@ -82,8 +87,7 @@ Session::Result Session::feed(std::span<const char> in, ByteBuffer& out) noexcep
     const char* p = in.data();
     const char* const end = p + in.size();
     scan_pos_ = p;
-    const void* t = std::memchr(p, '\t', in.size());
-    const char* tab = t != nullptr ? static_cast<const char*>(t) : end;
+    const char* tab = nullptr;  // the next HTAB at or after p; searched when a head needs it
     while (!closed_ && p < end) {
         switch (phase_) {
             case Phase::head: p = parse_head(p, end, tab); break;
@@ -105,16 +109,21 @@ Session::Result Session::feed(std::span<const char> in, ByteBuffer& out) noexcep
 // as SP. In a head an HTAB is legal only as whitespace inside a field value
 // (the guard, which sees the real bytes, refuses it anywhere else), where
 // the two mean the same; the session reads no value that could tell them
-// apart. Heads rarely hold an HTAB: one memchr per read finds none.
+// apart. Heads rarely hold an HTAB: one memchr over the head bytes of a
+// read finds none (a read of body bytes only is not searched).
+namespace {
+const char* find_tab(const char* p, const char* end) noexcept {
+    const void* t = std::memchr(p, '\t', static_cast<std::size_t>(end - p));
+    return t != nullptr ? static_cast<const char*>(t) : end;
+}
+}  // namespace
+
 llhttp_errno_t Session::execute(const char* p, const char* end, const char*& tab,
                                 const char*& pos) noexcept {
     static constexpr char kSpace = ' ';
+    // Not searched yet, or the one found was passed (it was body data).
+    if (tab == nullptr || tab < p) tab = find_tab(p, end);
     while (tab < end) {  // an HTAB in this read, rare in heads
-        if (tab < p) {   // one already passed (it was body data, or fed as SP)
-            const void* t = std::memchr(p, '\t', static_cast<std::size_t>(end - p));
-            tab = t != nullptr ? static_cast<const char*>(t) : end;
-            continue;
-        }
         if (tab > p) {
             const llhttp_errno_t err =
                 llhttp_execute(&parser_, p, static_cast<std::size_t>(tab - p));
@@ -129,6 +138,7 @@ llhttp_errno_t Session::execute(const char* p, const char* end, const char*& tab
             return err;
         }
         p = tab + 1;
+        tab = find_tab(p, end);
     }
     const llhttp_errno_t err = llhttp_execute(&parser_, p, static_cast<std::size_t>(end - p));
     if (err != HPE_OK) pos = llhttp_get_error_pos(&parser_);
@@ -362,16 +372,7 @@ int Session::fail_in_callback(Status s, std::string_view detail) noexcept {
 int Session::on_message_begin(llhttp_t* p) noexcept {
     Session& s = self(p);
     s.in_message_ = true;
-    s.method_known_ = false;
-    s.close_after_ = false;
-    s.uri_bytes_ = s.header_count_ = 0;
-    s.host_count_ = s.te_count_ = s.name_match_ = 0;
-    s.name_candidate_ = Field::other;
-    s.upgrade_field_ = false;
-    s.field_ = Field::other;
-    std::construct_at(&s.framing_.head);  // the checks start afresh for each head
-    s.target_len_ = 0;
-    s.target_state_ = TargetState::start;
+    s.start_request();
     return 0;
 }
 

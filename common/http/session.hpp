@@ -90,11 +90,14 @@ class Session {
 
     // llhttp_execute over [p, end) as if every HTAB were SP (see session.cpp);
     // on an error or pause, `pos` is where it happened in [p, end]. `tab` is
-    // the next HTAB of the input, or its end; it moves on.
+    // the next HTAB of the input, or its end, or null before the first
+    // search; it moves on.
     llhttp_errno_t execute(const char* p, const char* end, const char*& tab,
                            const char*& pos) noexcept;
     // Parses head bytes from `p`; returns where the next phase starts.
     const char* parse_head(const char* p, const char* end, const char*& tab) noexcept;
+    // The per-request state, afresh at a new connection and at each message.
+    void start_request() noexcept;
     // Frames body bytes from `p`; returns where the next request starts.
     const char* skip_body(const char* p, const char* end) noexcept;
     const char* decode_chunked(const char* p, const char* end) noexcept;

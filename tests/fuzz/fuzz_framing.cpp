@@ -39,6 +39,7 @@
 #include "http/limits.hpp"
 #include "http/response.hpp"
 #include "http/session.hpp"
+#include "support/printable.hpp"
 #include "support/rfc9112.hpp"
 
 namespace {
@@ -49,25 +50,9 @@ using sm::http::ResponseCache;
 using sm::http::Session;
 namespace rfc = sm::test::rfc9112;
 
+// The whole input: a disagreement is reported with every byte.
 std::string printable(std::string_view s) {
-    std::string out;
-    for (const char ch : s) {
-        const auto c = static_cast<unsigned char>(ch);
-        if (c == '\r') {
-            out += "\\r";
-        } else if (c == '\n') {
-            out += "\\n";
-        } else if (c == '\\') {
-            out += "\\\\";
-        } else if (c >= 0x20 && c < 0x7f) {
-            out += ch;
-        } else {
-            char hex[8];
-            std::snprintf(hex, sizeof hex, "\\x%02x", c);
-            out += hex;
-        }
-    }
-    return out;
+    return sm::test::printable(s, s.size());
 }
 
 // The head of one response: its status and whether it says it closes.

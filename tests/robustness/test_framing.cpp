@@ -217,6 +217,27 @@ TEST_CASE("an empty Transfer-Encoding gets 400", "[robustness][framing]") {
         400);
 }
 
+TEST_CASE("empty Transfer-Encoding list elements are ignored, a value that is not a list is not",
+          "[robustness][framing]") {
+    // RFC 9110 5.6.1: a recipient MUST accept and ignore empty list elements
+    // (llhttp 8.1.0's own check refused "chunked,"). A value that is not a
+    // list of codings cannot frame a body, even beside a valid one.
+    check_accepted(
+        "POST /nope HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked,\r\n\r\n"
+        "5\r\nhello\r\n0\r\n\r\n"
+        "POST /nope HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: , gzip,,chunked ,"
+        "\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+        {404, 404});
+    check_each_rejected(
+        {"POST /nope HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked elloPKST / "
+         "HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n" +
+             make_request("GET", "/plaintext"),
+         "POST /nope HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: gzip;q, chunked\r\n\r\n"
+         "0\r\n\r\n" +
+             make_request("GET", "/plaintext")},
+        400);
+}
+
 // --- splitting and what follows the end ---------------------------------------------
 
 TEST_CASE("a valid pipeline split at every byte boundary is answered", "[robustness][framing]") {

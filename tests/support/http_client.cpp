@@ -34,7 +34,6 @@ std::string_view trim(std::string_view s) noexcept {
     return s;
 }
 
-
 std::string errno_text(std::string_view what, int err) {
     return std::string(what) + ": " + std::strerror(err);
 }
@@ -109,28 +108,6 @@ const llhttp_settings_t& settings() {
 }
 
 }  // namespace
-
-std::string printable(std::string_view bytes, std::size_t max) {
-    std::string s;
-    const std::size_t n = std::min(bytes.size(), max);
-    for (std::size_t i = 0; i < n; ++i) {
-        const auto c = static_cast<unsigned char>(bytes[i]);
-        if (c == '\r') {
-            s += "\\r";
-        } else if (c == '\n') {
-            s += "\\n";
-        } else if (c < 0x20 || c >= 0x7f) {
-            static constexpr char kHex[] = "0123456789abcdef";
-            s += "\\x";
-            s += kHex[c >> 4];
-            s += kHex[c & 15];
-        } else {
-            s += static_cast<char>(c);
-        }
-    }
-    if (bytes.size() > max) s += "... (" + std::to_string(bytes.size()) + " bytes)";
-    return s;
-}
 
 bool iequals(std::string_view a, std::string_view b) noexcept {
     if (a.size() != b.size()) return false;

@@ -16,6 +16,8 @@
 #include <string_view>
 #include <vector>
 
+#include "support/printable.hpp"
+
 namespace sm::test {
 
 using namespace std::chrono_literals;
@@ -53,10 +55,6 @@ enum class Expect : std::uint8_t {
     body,     // the response carries the body its headers announce
     no_body,  // answer to HEAD: headers only, whatever Content-Length says
 };
-
-// Bytes made readable for a failure message: CR, LF and other controls
-// escaped, input longer than `max` cut (its length said).
-std::string printable(std::string_view bytes, std::size_t max = 1500);
 
 // ASCII case-insensitive comparison (header names, tokens).
 bool iequals(std::string_view a, std::string_view b) noexcept;
