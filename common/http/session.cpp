@@ -87,13 +87,21 @@ Session::Result Session::feed(std::span<const char> in, ByteBuffer& out) noexcep
     const char* p = in.data();
     const char* const end = p + in.size();
     scan_pos_ = p;
-    const char* tab = nullptr;  // the next HTAB at or after p; searched when a head needs it
+    // The next HTAB at or after p, or end; null until a head needs it (a read
+    // of body bytes only is not searched), and again after body bytes.
+    const char* tab = nullptr;
     while (!closed_ && p < end) {
         switch (phase_) {
             case Phase::head: p = parse_head(p, end, tab); break;
             // Body bytes are not the guard's: it goes on after them.
-            case Phase::body_length: scan_pos_ = p = skip_body(p, end); break;
-            case Phase::body_chunked: scan_pos_ = p = decode_chunked(p, end); break;
+            case Phase::body_length:
+                scan_pos_ = p = skip_body(p, end);
+                tab = nullptr;
+                break;
+            case Phase::body_chunked:
+                scan_pos_ = p = decode_chunked(p, end);
+                tab = nullptr;
+                break;
         }
     }
     out_ = nullptr;
@@ -121,8 +129,8 @@ const char* find_tab(const char* p, const char* end) noexcept {
 llhttp_errno_t Session::execute(const char* p, const char* end, const char*& tab,
                                 const char*& pos) noexcept {
     static constexpr char kSpace = ' ';
-    // Not searched yet, or the one found was passed (it was body data).
-    if (tab == nullptr || tab < p) tab = find_tab(p, end);
+    if (tab == nullptr) [[unlikely]]
+        tab = find_tab(p, end);
     while (tab < end) {  // an HTAB in this read, rare in heads
         if (tab > p) {
             const llhttp_errno_t err =

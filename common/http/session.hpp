@@ -90,8 +90,8 @@ class Session {
 
     // llhttp_execute over [p, end) as if every HTAB were SP (see session.cpp);
     // on an error or pause, `pos` is where it happened in [p, end]. `tab` is
-    // the next HTAB of the input, or its end, or null before the first
-    // search; it moves on.
+    // the next HTAB at or after `p`, or `end`, or null (not searched yet); it
+    // moves on.
     llhttp_errno_t execute(const char* p, const char* end, const char*& tab,
                            const char*& pos) noexcept;
     // Parses head bytes from `p`; returns where the next phase starts.
