@@ -1,23 +1,43 @@
 #!/usr/bin/env bash
 # Installs the Debian packages servermodels needs, only those missing.
-#   scripts/deps.sh            build and test dependencies
-#   scripts/deps.sh bench      ... plus the benchmark peers (wrk, nginx-light, h2o)
+#   scripts/deps.sh                 build, test and container dependencies (what scripts/test.sh needs)
+#   scripts/deps.sh bench           ... plus the benchmark peers (wrk, nginx-light, h2o)
+#   scripts/deps.sh --only GROUPS   just these groups, a comma list of
+#                                   build       compilers and libraries for a Release build
+#                                   test        sanitizer runtimes, Catch2, the test tools
+#                                   containers  Podman, podman-compose, buildah, runc, debootstrap
+#                                   bench       the peers and what bench/compare runs with
+#                                   (docker/Dockerfile installs --only build, its bench image bench)
 # On other systems install the equivalents; CMake finds them with
 # find_package/pkg-config (see README "Building elsewhere").
 set -euo pipefail
 
-build=(g++ clang-14 libclang-rt-14-dev cmake ninja-build pkg-config make
-       node-llhttp libuv1-dev liburing-dev libsimdjson-dev nlohmann-json3-dev
-       libcli11-dev libfmt-dev catch2 procps iproute2 python3 python3-jsonschema)
-bench=(wrk nginx-light h2o util-linux)
+declare -A groups=(
+  [build]="g++ cmake ninja-build pkg-config make node-llhttp libuv1-dev liburing-dev libsimdjson-dev
+           nlohmann-json3-dev libcli11-dev libfmt-dev"
+  [test]="clang-14 libclang-rt-14-dev catch2 procps iproute2 python3 python3-jsonschema"
+  [containers]="podman podman-compose buildah runc conmon containernetworking-plugins
+                fuse-overlayfs slirp4netns uidmap iptables debootstrap"
+  [bench]="wrk nginx-light h2o util-linux procps python3"
+)
 
-want=("${build[@]}")
-for arg in "$@"; do
-  case "$arg" in
-    bench) want+=("${bench[@]}") ;;
+chosen=(build test containers)
+while [ $# -gt 0 ]; do
+  case "$1" in
+    bench) chosen+=(bench) ;;
+    --only) IFS=, read -r -a chosen <<<"${2:?--only needs a comma list of groups}"; shift ;;
+    --only=*) IFS=, read -r -a chosen <<<"${1#--only=}" ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
-    *) echo "deps.sh: unknown argument '$arg' (expected: bench)" >&2; exit 2 ;;
+    *) echo "deps.sh: unknown argument '$1' (expected: bench, or --only GROUPS)" >&2; exit 2 ;;
   esac
+  shift
+done
+
+want=()
+for g in "${chosen[@]}"; do
+  [ -n "${groups[$g]+x}" ] || { echo "deps.sh: unknown group '$g' (groups: ${!groups[*]})" >&2; exit 2; }
+  read -r -a pkgs <<<"$(echo ${groups[$g]})"
+  want+=("${pkgs[@]}")
 done
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
@@ -26,7 +46,7 @@ if ! command -v dpkg-query >/dev/null 2>&1; then
 fi
 
 missing=()
-for p in "${want[@]}"; do
+for p in $(printf '%s\n' "${want[@]}" | sort -u); do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
