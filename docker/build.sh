@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# docker/build.sh: build the servermodels images from this checkout.
+#   docker/build.sh [--engine podman|docker] [--image server|bench|all] [-- BUILD-OPTIONS...]
+# Makes the debian:bookworm base first where it is missing and cannot be
+# pulled (docker/base-image.sh), builds docker/Dockerfile's targets as
+#   servermodels/server:VERSION and :latest   (--image server, the default)
+#   servermodels/bench:VERSION and :latest    (--image bench; all: both)
+# with the OCI labels filled in from git, prints each image's size, and
+# removes the layers earlier builds left dangling (only this project's), so
+# the engine's storage holds one build's cache. BUILD-OPTIONS go to
+# `ENGINE build` as they are (e.g. --network host, --no-cache).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source docker/engine.sh
+
+which=server
+extra=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --engine) engine_set "${2:?--engine needs podman or docker}"; shift ;;
+    --engine=*) engine_set "${1#--engine=}" ;;
+    --image) which=${2:?--image needs server, bench or all}; shift ;;
+    --image=*) which=${1#--image=} ;;
+    --) shift; extra=("$@"); break ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+    *) echo "build.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+case "$which" in
+  server) targets=(server) ;;
+  bench) targets=(bench) ;;
+  all) targets=(server bench) ;;
+  *) echo "build.sh: --image '$which': expected server, bench or all" >&2; exit 2 ;;
+esac
+engine_require
+docker/base-image.sh --engine "$ENGINE"
+
+version=$(sed -n 's/^project(servermodels VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
+revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+git diff --quiet HEAD 2>/dev/null || revision="$revision-modified"
+source_url=$(git config --get remote.origin.url 2>/dev/null || true)
+for t in "${targets[@]}"; do
+  echo "build.sh: building servermodels/$t:$version with $ENGINE"
+  "$ENGINE" build -f docker/Dockerfile --target "$t" \
+    --build-arg "SOURCE=${source_url:-servermodels (no remote)}" --build-arg "REVISION=$revision" \
+    --build-arg "VERSION=$version" \
+    -t "servermodels/$t:$version" -t "servermodels/$t:latest" "${extra[@]}" .
+done
+# Layers of earlier builds that no tag uses any more.
+"$ENGINE" image prune -f --filter label=io.servermodels.stage=build >/dev/null
+for t in "${targets[@]}"; do
+  size=$("$ENGINE" image inspect --format '{{.Size}}' "servermodels/$t:latest")
+  echo "build.sh: servermodels/$t:latest is $((size / 1000000)) MB ($size bytes), revision $revision"
+done
