@@ -16,6 +16,7 @@ from pathlib import Path
 from . import envinfo, output, procs
 from .measure import Load, Scenario, run_once
 from .summary import compare, summarize
+from .hosting import ContainerTarget, Engine, describe_options, hosted_targets, parse_hosting
 from .targets import (ALL_TARGETS, MODELS, REPO_ROOT, ContenderTarget, H2oTarget, ModelTarget, NginxTarget,
                       Placement, StartError, Target, parse_contender)
 from .util import Interrupted, SetupError, cpu_list, fmt_duration, log, parse_cpu_list
@@ -36,6 +37,7 @@ examples:
   bench/compare/compare --server-prefix 'ip netns exec srv' --client-prefix 'ip netns exec cli' \\
       --target-host 10.0.0.1
   bench/compare/compare --from OLD/results.json --compare OLDER/results.json
+  bench/compare/compare --targets epoll,uring --hosting bare,container,bridged,proxied --pairing adjacent
 
 exit codes: 0 done; 2 setup or usage error; 3 invalid runs, or a requested
 target skipped or failed; 130 interrupted (what was measured is written).
@@ -68,6 +70,20 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     g.add_argument("--pipeline-connections", default="256", help="connection counts with pipelining (default: %(default)s)")
     g.add_argument("--depth", type=int, default=16, help="requests per write when pipelined (default: %(default)s)")
     g.add_argument("--baseline", help="target the ratios are against (default: nginx, else the first model)")
+    h = ap.add_argument_group("hosting modes (see bench/compare/README.md, 'Hosting modes')")
+    h.add_argument("--hosting", default="bare",
+                   help="comma list of how each model is hosted: bare (the build's binary), container (the server "
+                        "image, host networking), bridged (the image on the engine's bridge network, port "
+                        "published), proxied (the bare binary behind nginx, keep-alive upstream); each mode but "
+                        "bare is a target of its own, MODEL/MODE@HOSTING, shown beside the bare run as ratios "
+                        "(x bare) (default: %(default)s)")
+    h.add_argument("--container-engine", choices=("podman", "docker"),
+                   help="engine for container and bridged (default: podman if installed, else docker)")
+    h.add_argument("--image", default="servermodels/server:latest",
+                   help="server image (docker/build.sh builds it) (default: %(default)s)")
+    h.add_argument("--container-option", action="append", default=[], metavar="'OPTIONS'",
+                   help="more options for every `ENGINE run`, split like a shell would, e.g. "
+                        "'--security-opt label=disable'; repeatable")
     t = ap.add_argument_group("timing")
     t.add_argument("--rounds", type=int, help=f"measured runs per target and scenario (default: {FULL['rounds']}; "
                                                f"--quick: {QUICK['rounds']})")
@@ -167,6 +183,9 @@ def _resolve(a: argparse.Namespace) -> None:
             raise ValueError(f"--targets: unknown {', '.join(bad)} (expected: {', '.join(ALL_TARGETS)})")
         if len(set(a.target_names)) != len(a.target_names):
             raise ValueError("--targets: a target is named twice")
+    a.hosting_list = parse_hosting(a.hosting)
+    a.container_options = [o for opt in a.container_option for o in describe_options(opt)]
+    a.container_engine = Engine.pick(a.container_engine)
     a.contenders = [parse_contender(c) for c in a.contender]
     if len({n for n, _ in a.contenders}) != len(a.contenders):
         raise ValueError("--contender: two contenders have the same NAME")
@@ -223,6 +242,15 @@ def build_targets(a: argparse.Namespace) -> list[Target]:
             out.append(NginxTarget(a.nginx, requested))
         elif name == "h2o":
             out.append(H2oTarget(a.h2o, requested))
+    models = [t for t in out if t.kind == "model"]
+    engine = Engine(a.container_engine, a.image, a.container_options) \
+        if {"container", "bridged"} & set(a.hosting_list) else None
+    hosted = hosted_targets(models, [h for h in a.hosting_list if h != "bare"], engine, a.nginx)
+    if "bare" not in a.hosting_list:
+        # The bare runs are still made: they are what x bare divides by.
+        for t in models:
+            t.requested = False
+    out += hosted
     out += [ContenderTarget(n, c) for n, c in a.contenders]
     return out
 
@@ -265,7 +293,8 @@ def make_plan(live: list[Target], scenarios: list[Scenario], rounds: int, baseli
     Every round runs each scenario and connection count on every target in
     turn, the order reversed every other round. With pairing "adjacent" each
     target's run gets its own baseline run right before or after it (the
-    side alternating), sharing a pair number its ratio is computed from."""
+    side alternating), sharing a pair number its ratio is computed from; a
+    hosted target's (epoll/composed@container) partner is its bare target."""
     plan: list[tuple] = []
     pair = 0
     for rnd in range(1, rounds + 1):
@@ -278,9 +307,13 @@ def make_plan(live: list[Target], scenarios: list[Scenario], rounds: int, baseli
                 if pairing != "adjacent" or base is None or not others:
                     plan += [(rnd, sc, conns, t, None) for t in ts]
                     continue
+                by_id = {x.id: x for x in ts}
                 for i, t in enumerate(others):
                     pair += 1
-                    two = [(rnd, sc, conns, base, pair), (rnd, sc, conns, t, pair)]
+                    # A hosted target's partner is its bare run (the ratio
+                    # that matters is what the hosting costs), else the baseline.
+                    partner = by_id.get(t.id.partition("@")[0], base) if "@" in t.id else base
+                    two = [(rnd, sc, conns, partner, pair), (rnd, sc, conns, t, pair)]
                     plan += two if (i + rnd) % 2 == 0 else two[::-1]
     return plan
 
@@ -356,6 +389,12 @@ def measure(a: argparse.Namespace) -> tuple[dict, bool]:
                 timeout=a.timeout,
                 server_cpus=a.server_cpu_list, server_threads=a.server_threads, remote=a.remote, tmp=logs)
     targets = build_targets(a)
+    if {"container", "bridged"} & set(a.hosting_list):
+        engine = next(t.engine for t in targets if isinstance(t, ContainerTarget))
+        if engine.missing():
+            raise SetupError(engine.missing())
+        if a.remote:
+            raise SetupError("--hosting container/bridged needs the server on this machine (not --server-remote)")
     if a.client_cpu_list:
         # The harness's own work (reading /proc, starting processes) stays
         # off the server's CPUs.
@@ -411,9 +450,11 @@ def measure(a: argparse.Namespace) -> tuple[dict, bool]:
                    "server_address": a.listen, "server_prefix": a.server_prefix_list,
                    "client_prefix": a.client_prefix_list, "server_remote": a.remote, "modes": a.modes,
                    "engine": a.engine, "scenarios": [s.as_json() for s in a.scenario_list],
+                   "hosting": a.hosting_list, "container_engine": a.container_engine, "image": a.image,
                    "build_dir": str(a.build_dir)},
         "baseline": None,
         "targets": [{"id": t.id, "name": t.name, "kind": t.kind, "mode": t.mode, "label": t.label,
+                     "hosting": getattr(t, "hosting", "bare"),
                      "command": t.command, "requested": t.requested, "status": t.status, "reason": t.reason,
                      "scenarios": t.scenarios} for t in targets],
         "runs": runs,

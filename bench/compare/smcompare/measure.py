@@ -153,6 +153,7 @@ def run_once(target: Target, place: Placement, load: Load, sc: Scenario, conns: 
                             "sys_us_per_req": None, "util": None, "peak_rss_kib": None, "ctx_switches": None,
                             "ctx_switches_per_req": None, "pids": []},
                  "client": {"cpu_s": None, "us_per_req": None, "util": None, "engine": None, "exit": None},
+                 "proxy": None,
                  "commands": {"server": None, "client": []}}
     try:
         target.start(place)
@@ -180,8 +181,15 @@ def _measure(target: Target, place: Placement, load: Load, sc: Scenario, conns: 
     cmd = load.command(place.target_host, target.port, sc, conns, jpath)
     rec["commands"]["client"] = cmd
     local = not load.remote
-    pids = sorted(procs.process_tree(target.proc.pid)) if local and target.proc else None
-    rc, err, window = _run_loadgen(cmd, load.warmup + load.duration, jpath, pids)
+    pids = proxy_pids = None
+    if local:
+        root, proxy = target.server_root(), target.proxy_root()
+        pids = sorted(procs.process_tree(root)) if root else []
+        proxy_pids = sorted(procs.process_tree(proxy)) if proxy else []
+        if not pids:
+            rec["problems"].append("the server's processes were not found: its costs cannot be measured")
+    rc, err, window = _run_loadgen(cmd, load.warmup + load.duration, jpath,
+                                   None if pids is None else [*pids, *(proxy_pids or [])])
     rec["client"]["exit"] = rc
     if rc != 0:
         rec["problems"].append(f"loadgen exited with code {rc}" + (f": {err[:300]}" if err else ""))
@@ -197,8 +205,7 @@ def _measure(target: Target, place: Placement, load: Load, sc: Scenario, conns: 
         if window is None:
             rec["problems"].append("loadgen announced no schedule: the server's costs were not measured")
         else:
-            rss = [procs.peak_rss_kib(pid) for pid in window.after]
-            _server_costs(window, rss, load, rec)
+            _server_costs(window, load, rec, set(proxy_pids or []))
             _noise(window, load, rec)
     _limit(rec)
 
@@ -230,19 +237,29 @@ def _from_loadgen(doc: dict, rec: dict) -> None:
         rec["problems"].append("no request completed")
 
 
-def _server_costs(w: Window, rss: list, load: Load, rec: dict) -> None:
-    srv = rec["server"]
+def _costs(w: Window, pids: set[int]) -> dict:
+    """CPU seconds, context switches and peak RSS of these processes over the window."""
     before, after = w.before, w.after
-    srv["pids"] = sorted(after)
-    if set(before) != set(after):
-        rec["noisy"].append(f"server process set changed during the run: {sorted(before)} -> {sorted(after)}")
-    common = set(before) & set(after)
+    common = set(before) & set(after) & pids
     user = sum(after[p]["utime"] - before[p]["utime"] for p in common) / procs.CLK_TCK
     sys_ = sum(after[p]["stime"] - before[p]["stime"] for p in common) / procs.CLK_TCK
     ctx = sum(max(0, after[p]["ctx"] - before[p]["ctx"]) for p in common)
-    srv.update(cpu_user_s=user, cpu_sys_s=sys_, ctx_switches=ctx)
-    if all(r is not None for r in rss) and rss:
-        srv["peak_rss_kib"] = sum(rss)
+    rss = [procs.peak_rss_kib(pid) for pid in set(after) & pids]
+    return {"user": user, "sys": sys_, "ctx": ctx,
+            "rss": sum(rss) if rss and all(r is not None for r in rss) else None}  # type: ignore[misc]
+
+
+def _server_costs(w: Window, load: Load, rec: dict, proxy: set[int]) -> None:
+    """The server's costs; with a proxy in front, the server side as a whole
+    (model and proxy), and the proxy's share of it in rec["proxy"]."""
+    srv = rec["server"]
+    before, after = w.before, w.after
+    srv["pids"] = sorted(set(after) - proxy)
+    if set(before) != set(after):
+        rec["noisy"].append(f"server process set changed during the run: {sorted(before)} -> {sorted(after)}")
+    c = _costs(w, set(before) | set(after))
+    user, sys_, ctx = c["user"], c["sys"], c["ctx"]
+    srv.update(cpu_user_s=user, cpu_sys_s=sys_, ctx_switches=ctx, peak_rss_kib=c["rss"])
     n = rec["requests"]
     if n:
         srv["cpu_us_per_req"] = (user + sys_) / n * 1e6
@@ -251,6 +268,11 @@ def _server_costs(w: Window, rss: list, load: Load, rec: dict) -> None:
         srv["ctx_switches_per_req"] = ctx / n
     cpus = len(load.server_cpus) if load.server_cpus else load.server_threads
     srv["util"] = (user + sys_) / w.seconds / cpus if w.seconds > 0 else None
+    if proxy:
+        p = _costs(w, proxy)
+        rec["proxy"] = {"pids": sorted(set(after) & proxy), "cpu_user_s": p["user"], "cpu_sys_s": p["sys"],
+                        "cpu_us_per_req": (p["user"] + p["sys"]) / n * 1e6 if n else None,
+                        "ctx_switches": p["ctx"], "peak_rss_kib": p["rss"]}
 
 
 def _noise(w: Window, load: Load, rec: dict) -> None:

@@ -9,7 +9,7 @@ from .summary import LATENCY_KEYS
 from .util import fmt_ms, fmt_num, fmt_rate, fmt_ratio
 
 SPREADS = ("rps", "server_cpu_us_per_req", "server_user_us_per_req", "server_sys_us_per_req",
-           "ctx_switches_per_req", "peak_rss_kib", "client_cpu_us_per_req")
+           "ctx_switches_per_req", "peak_rss_kib", "client_cpu_us_per_req", "proxy_cpu_us_per_req")
 
 
 def _med(s: dict | None) -> float | None:
@@ -36,7 +36,9 @@ def table(results: dict) -> str:
     base = results.get("baseline")
     bx = f"x {base.split('/')[0]}" if base else "x base"
     out = io.StringIO()
-    head = ["target", "req/s [min-max]", bx, "p50", "p99", "srv us/req [min-max]", bx, "cs/req", "RSS MiB",
+    hosted = any("vs_bare" in r for r in results["summary"])
+    head = ["target", "req/s [min-max]", bx, *(["x bare"] if hosted else []), "p50", "p99",
+            "srv us/req [min-max]", bx, *(["x bare", "proxy us/req"] if hosted else []), "cs/req", "RSS MiB",
             "cl us/req", "limited by", "valid"]
     groups: dict[tuple, list[dict]] = {}
     for r in order_rows(results):
@@ -47,13 +49,18 @@ def table(results: dict) -> str:
             lat = r.get("latency_us") or {}
             vs = r.get("vs_baseline") or {}
             rss = _med(r["peak_rss_kib"])
+            bare = r.get("vs_bare")
             lines.append([
                 r["target"] + (" (base)" if r["target"] == base else ""),
                 _with_spread(r["rps"], fmt_rate),
                 "" if r["target"] == base else fmt_ratio(vs.get("rps")),
+                *([fmt_ratio(bare.get("rps")) if bare else ""] if hosted else []),
                 fmt_ms(_med(lat.get("50"))), fmt_ms(_med(lat.get("99"))),
                 _with_spread(r["server_cpu_us_per_req"], fmt_num),
                 "" if r["target"] == base else fmt_ratio(vs.get("server_cpu_us_per_req")),
+                *([fmt_ratio(bare.get("server_cpu_us_per_req")) if bare else "",
+                   fmt_num(_med(r.get("proxy_cpu_us_per_req"))) if r.get("proxy_cpu_us_per_req") else ""]
+                  if hosted else []),
                 fmt_num(_med(r["ctx_switches_per_req"])),
                 "-" if rss is None else f"{rss / 1024:.1f}",
                 fmt_num(_med(r["client_cpu_us_per_req"])),
@@ -114,11 +121,12 @@ def _cell(x):
 
 def csv_text(results: dict) -> str:
     kinds = {t["id"]: t for t in results["targets"]}
-    cols = ["target", "name", "kind", "mode", "scenario", "connections", "pipeline", "runs", "valid_runs"]
+    cols = ["target", "name", "kind", "mode", "hosting", "scenario", "connections", "pipeline", "runs", "valid_runs"]
     for s in SPREADS:
         cols += [f"{s}_median", f"{s}_min", f"{s}_max"]
     cols += [f"latency_p{k}_us" if k not in ("max", "mean") else f"latency_{k}_us" for k in LATENCY_KEYS]
     cols += ["vs_baseline_rps", "vs_baseline_server_cpu_us_per_req", "vs_baseline_latency_p99_us",
+             "vs_bare_rps", "vs_bare_server_cpu_us_per_req", "vs_bare_latency_p99_us",
              "errors", "limited_by", "baseline"]
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
@@ -126,6 +134,7 @@ def csv_text(results: dict) -> str:
     for r in order_rows(results):
         t = kinds.get(r["target"], {})
         line = {"target": r["target"], "name": t.get("name"), "kind": t.get("kind"), "mode": t.get("mode") or "",
+                "hosting": t.get("hosting") or "bare",
                 "scenario": r["scenario"], "connections": r["connections"], "pipeline": r["pipeline"],
                 "runs": r["runs"], "valid_runs": r["valid_runs"],
                 "errors": " ".join(f"{k}={v}" for k, v in sorted(r["errors"].items())),
@@ -139,5 +148,7 @@ def csv_text(results: dict) -> str:
             line[col] = ((r.get("latency_us") or {}).get(k) or {}).get("median", "")
         for k, v in (r.get("vs_baseline") or {}).items():
             line[f"vs_baseline_{k}"] = "" if v is None else v
+        for k, v in (r.get("vs_bare") or {}).items():
+            line[f"vs_bare_{k}"] = "" if v is None else v
         w.writerow({k: _cell(v) for k, v in line.items()})
     return buf.getvalue()

@@ -43,6 +43,23 @@ def summarize(runs: list[dict], baseline: str | None) -> list[dict]:
         paired = by_pair.get(r["pair"]) if r.get("pair") is not None else None
         return paired or by_round.get((r["scenario"], r["connections"], r["round"]))
 
+    # A hosted target's bare run (epoll/composed@container: epoll/composed):
+    # the one of its pair, else the bare target's run in the same round.
+    bare_runs = {}
+    bare_pairs = {}
+    for r in runs:
+        if r["valid"] and "@" not in r["target"]:
+            bare_runs.setdefault((r["target"], r["scenario"], r["connections"], r["round"]), r)
+            if r.get("pair") is not None:
+                bare_pairs[(r["target"], r["pair"])] = r
+
+    def bare_of(r: dict) -> dict | None:
+        bare = r["target"].partition("@")[0]
+        if bare == r["target"]:
+            return None
+        paired = bare_pairs.get((bare, r["pair"])) if r.get("pair") is not None else None
+        return paired or bare_runs.get((bare, r["scenario"], r["connections"], r["round"]))
+
     rows = []
     for (target, scenario, conns), rs in groups.items():
         ok = [r for r in rs if r["valid"]]
@@ -62,6 +79,7 @@ def summarize(runs: list[dict], baseline: str | None) -> list[dict]:
             "ctx_switches_per_req": spread([r["server"]["ctx_switches_per_req"] for r in ok]),
             "peak_rss_kib": spread([r["server"]["peak_rss_kib"] for r in ok]),
             "client_cpu_us_per_req": spread([r["client"]["us_per_req"] for r in ok]),
+            "proxy_cpu_us_per_req": spread([(r.get("proxy") or {}).get("cpu_us_per_req") for r in ok]),
             "errors": dict(errors),
             "limited_by": limits.most_common(1)[0][0] if limits else ("errors" if rs else "unknown"),
             "vs_baseline": {},
@@ -79,6 +97,16 @@ def summarize(runs: list[dict], baseline: str | None) -> list[dict]:
                 if mine is not None and theirs:
                     ratios.append(mine / theirs)
             row["vs_baseline"][name] = statistics.median(ratios) if ratios else None
+        if "@" in target:
+            row["vs_bare"] = {}
+            for name, _better in COMPARED:
+                ratios = []
+                for r in ok:
+                    b = bare_of(r)
+                    mine, theirs = _metric(r, name), _metric(b, name) if b else None
+                    if mine is not None and theirs:
+                        ratios.append(mine / theirs)
+                row["vs_bare"][name] = statistics.median(ratios) if ratios else None
         rows.append(row)
     return rows
 

@@ -121,6 +121,14 @@ class Target:
         raise NotImplementedError
 
     # -- common
+    def server_root(self) -> int | None:
+        """The process whose tree is the server, measured from this machine."""
+        return self.proc.pid if self.proc is not None else None
+
+    def proxy_root(self) -> int | None:
+        """A proxy in front of the server, measured apart (hosting proxied)."""
+        return None
+
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
@@ -165,7 +173,11 @@ class ModelTarget(Target):
     def start(self, place: Placement) -> None:
         if not place.remote and not self.binary.exists():
             raise StartError(f"not built ({self.binary} is missing)", True)
-        self.command = place.pin(self.argv(place))
+        self._start_argv(place, self.argv(place))
+
+    def _start_argv(self, place: Placement, argv: list[str]) -> None:
+        """Start argv (pinned), wait for the ready line, take the port from it."""
+        self.command = place.pin(argv)
         err_path = self._stderr_path(place)
         with open(err_path, "wb") as err:
             self.proc = procs.spawn(self.command, stdout=subprocess.PIPE, stderr=err)
