@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# rootfs.sh DEST BINARY...: a root file system for a FROM scratch image:
-# the binaries in DEST/usr/local/bin, every shared library `ldd` says they
-# load (and the dynamic loader) at its own path, and /etc/passwd and
-# /etc/group naming the image's non-root user (10001, "servermodels").
+# rootfs.sh [--user] DEST BINARY...: the binaries in DEST/usr/local/bin and
+# every shared library `ldd` says they load (and the dynamic loader) at its
+# own path: a root file system for a FROM scratch image, or what to add to a
+# Debian one. --user: also /etc/passwd and /etc/group naming the image's
+# non-root user (10001, "servermodels"), for an image without them.
 set -euo pipefail
-dest=${1:?usage: rootfs.sh DEST BINARY...}
+user=0
+if [ "${1:-}" = --user ]; then user=1; shift; fi
+dest=${1:?usage: rootfs.sh [--user] DEST BINARY...}
 shift
 [ $# -gt 0 ] || { echo "rootfs.sh: no binaries given" >&2; exit 2; }
 mkdir -p "$dest/usr/local/bin" "$dest/etc" "$dest/tmp"
@@ -21,5 +24,7 @@ for bin in "$@"; do
     [ -e "$dest$lib" ] || cp -L --parents "$lib" "$dest/"
   done
 done
-printf 'root:x:0:0:root:/:/sbin/nologin\nservermodels:x:10001:10001:servermodels:/:/sbin/nologin\n' >"$dest/etc/passwd"
-printf 'root:x:0:\nservermodels:x:10001:\n' >"$dest/etc/group"
+if [ "$user" = 1 ]; then
+  printf 'root:x:0:0:root:/:/sbin/nologin\nservermodels:x:10001:10001:servermodels:/:/sbin/nologin\n' >"$dest/etc/passwd"
+  printf 'root:x:0:\nservermodels:x:10001:\n' >"$dest/etc/group"
+fi

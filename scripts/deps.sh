@@ -17,7 +17,8 @@ declare -A groups=(
            nlohmann-json3-dev libcli11-dev libfmt-dev"
   [test]="clang-14 libclang-rt-14-dev catch2 procps iproute2 python3 python3-jsonschema"
   [containers]="podman podman-compose buildah runc conmon containernetworking-plugins
-                fuse-overlayfs slirp4netns uidmap iptables debootstrap"
+                golang-github-containernetworking-plugin-dnsname fuse-overlayfs slirp4netns uidmap
+                iptables debootstrap"
   [bench]="wrk nginx-light h2o util-linux procps python3"
 )
 
