@@ -108,6 +108,18 @@ class Engine:
             self._seccomp.write_text(json.dumps(prof))
         return ["--security-opt", f"seccomp={self._seccomp}"]
 
+    def run_argv(self, name: str, model: str, server_args: list[str], tmp: Path,
+                 publish: str | None = None) -> list[str]:
+        """`ENGINE run` of server-MODEL from the image, in the foreground (its
+        ready line on stdout, SIGTERM passed on to it), removed when it exits:
+        host networking, or the bridge network with `publish` (-p's value)."""
+        run = [self.exe or self.name, "run", "--rm", "--name", name, "--pull=never", "--stop-timeout", "10",
+               *limits_options(), *self.options]
+        if model == "uring":
+            run += self.seccomp_profile(tmp)
+        run += ["-p", publish] if publish else ["--network", "host"]
+        return [*run, self.image, f"server-{model}", *server_args]
+
     def container_pid(self, name: str) -> int | None:
         r = self._run("inspect", "--format", "{{.State.Pid}}", name)
         try:
@@ -160,29 +172,23 @@ class ContainerTarget(ModelTarget):
             raise StartError(why, True)
         self._count += 1
         self.container = f"sm-compare-{os.getpid()}-{self.id.replace('/', '-').replace('@', '-')}-{self._count}"
-        run = [self.engine.exe or self.engine.name, "run", "--rm", "--name", self.container, "--pull=never",
-               "--stop-timeout", "10", *limits_options(), *self.engine.options]
-        if self.name == "uring":
-            run += self.engine.seccomp_profile(place.tmp)
-        if place.server_cpus:
-            run += ["--cpuset-cpus", ",".join(map(str, place.server_cpus))]
-        server = [f"server-{self.name}", *self.argv(place)[1:]]
-        if self.hosting == "container":
-            run += ["--network", "host"]
-            host_port = None
-        else:
-            host_port = procs.free_port(place.listen_address)
+        server = self.argv(place)[1:]
+        publish = host_port = None
+        if self.hosting == "bridged":
             addr = f"[{place.listen_address}]" if ":" in place.listen_address else place.listen_address
-            run += ["-p", f"{addr}:{host_port}:{CONTAINER_PORT}"]
+            host_port = procs.free_port(place.listen_address)
+            publish = f"{addr}:{host_port}:{CONTAINER_PORT}"
             server = _replace_option(_replace_option(server, "--port", str(CONTAINER_PORT)), "--address", "0.0.0.0")
-        self.binary_argv = server
+        run = self.engine.run_argv(self.container, self.name, server, place.tmp, publish)
+        if place.server_cpus:
+            run[2:2] = ["--cpuset-cpus", ",".join(map(str, place.server_cpus))]
         try:
-            self._start_argv(place, [*run, self.engine.image, *server])
+            self._start_argv(place, run)
         finally:
             if self.proc is not None and self.proc.poll() is not None:
                 self.engine.remove(self.container)
         if host_port is not None:
-            self.port = host_port
+            self.port = host_port   # the ready line has the port inside the container
             place.wait_port(self.port, self.proc)
 
     def server_root(self) -> int | None:
