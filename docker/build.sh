@@ -5,7 +5,7 @@
 # pulled (docker/base-image.sh), builds docker/Dockerfile's targets as
 #   servermodels/server:VERSION and :latest   (--image server, the default)
 #   servermodels/bench:VERSION and :latest    (--image bench; all: both)
-# with the OCI labels filled in from git, prints each image's size, and
+# with the OCI labels source, revision and version from git, prints each image's size, and
 # removes the layers earlier builds left dangling (only this project's), so
 # the engine's storage holds one build's cache. BUILD-OPTIONS go to
 # `ENGINE build` as they are (e.g. --network host, --no-cache).
@@ -43,8 +43,9 @@ source_url=$(git config --get remote.origin.url 2>/dev/null || true)
 for t in "${targets[@]}"; do
   echo "build.sh: building servermodels/$t:$version with $ENGINE"
   "$ENGINE" build -f docker/Dockerfile --target "$t" \
-    --build-arg "SOURCE=${source_url:-servermodels (no remote)}" --build-arg "REVISION=$revision" \
-    --build-arg "VERSION=$version" \
+    --label "org.opencontainers.image.source=${source_url:-servermodels (no remote)}" \
+    --label "org.opencontainers.image.revision=$revision" \
+    --label "org.opencontainers.image.version=$version" \
     -t "servermodels/$t:$version" -t "servermodels/$t:latest" "${extra[@]}" .
 done
 # Layers of earlier builds that no tag uses any more.
