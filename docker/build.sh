@@ -40,16 +40,31 @@ version=$(sed -n 's/^project(servermodels VERSION \([0-9.]*\).*/\1/p' CMakeLists
 revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 git diff --quiet HEAD 2>/dev/null || revision="$revision-modified"
 source_url=$(git config --get remote.origin.url 2>/dev/null || true)
+labels=(--label "org.opencontainers.image.source=${source_url:-servermodels (no remote)}"
+        --label "org.opencontainers.image.revision=$revision"
+        --label "org.opencontainers.image.version=$version")
+revision_of() {
+  "$ENGINE" image inspect --format '{{index .Config.Labels "org.opencontainers.image.revision"}}' "$1"
+}
 for t in "${targets[@]}"; do
   echo "build.sh: building servermodels/$t:$version with $ENGINE"
-  "$ENGINE" build -f docker/Dockerfile --target "$t" \
-    --label "org.opencontainers.image.source=${source_url:-servermodels (no remote)}" \
-    --label "org.opencontainers.image.revision=$revision" \
-    --label "org.opencontainers.image.version=$version" \
+  "$ENGINE" build -f docker/Dockerfile --target "$t" "${labels[@]}" \
     -t "servermodels/$t:$version" -t "servermodels/$t:latest" "${extra[@]}" .
+  if [ "$(revision_of "servermodels/$t:latest")" != "$revision" ]; then
+    # Podman (buildah 1.28) takes a cached last layer with the labels of the
+    # build that made it, whatever --label says now: set them on a copy
+    # (metadata only, the same layers) and drop the stale one.
+    stale=$("$ENGINE" image inspect --format '{{.Id}}' "servermodels/$t:latest")
+    ctr=$(buildah from --pull-never "servermodels/$t:latest")
+    buildah config "${labels[@]}" "$ctr"
+    buildah commit -q --rm "$ctr" "servermodels/$t:$version" >/dev/null
+    "$ENGINE" tag "servermodels/$t:$version" "servermodels/$t:latest"
+    "$ENGINE" rmi "$stale" >/dev/null 2>&1 || true
+  fi
 done
-# Layers of earlier builds that no tag uses any more.
-"$ENGINE" image prune -f --filter label=io.servermodels.stage=build >/dev/null
+# Layers and images of earlier builds that no tag uses any more (every stage
+# marks its own with the label io.servermodels.stage).
+"$ENGINE" image prune -f --filter label=io.servermodels.stage >/dev/null
 for t in "${targets[@]}"; do
   size=$("$ENGINE" image inspect --format '{{.Size}}' "servermodels/$t:latest")
   echo "build.sh: servermodels/$t:latest is $((size / 1000000)) MB ($size bytes), revision $revision"

@@ -6,8 +6,8 @@
 Runs `ENGINE run --rm --network host IMAGE server-$SM_MODEL ARGS...` as its
 child, built by the same code bench/compare uses (Engine.run_argv: the
 limits, the seccomp profile server-uring needs): SIGTERM, SIGINT and SIGHUP
-are passed on to it (and by the engine to the server, PID 1 of the
-container), and its exit code comes back. The suite ends a server it is done
+are passed on by the engine to the server (PID 1 of the container), and the
+exit code comes back. The suite ends a server it is done
 with by SIGKILL, which the engine cannot pass on: the container would stay.
 So a watcher in a session of its own removes the container once this
 process is gone, however it went. $SM_ENGINE (default: podman, else docker)
@@ -64,8 +64,14 @@ def main() -> int:
     os.wait()                          # the first fork, at once
     proc = subprocess.Popen(argv, close_fds=True, stdin=subprocess.DEVNULL)
     os.write(alive_w, str(proc.pid).encode())
+    def forward(sig: int, _frame) -> None:
+        # Through the engine to the server (`ENGINE run`'s own signal proxy
+        # is not there early in its life: the signal would kill it instead).
+        if not engine.signal(name, sig):
+            proc.send_signal(sig)
+
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, lambda s, _f: proc.send_signal(s))
+        signal.signal(sig, forward)
     rc = proc.wait()
     os.write(alive_w, b" done")
     if rc < 0:                         # killed by a signal: end the same way

@@ -389,12 +389,14 @@ def measure(a: argparse.Namespace) -> tuple[dict, bool]:
                 timeout=a.timeout,
                 server_cpus=a.server_cpu_list, server_threads=a.server_threads, remote=a.remote, tmp=logs)
     targets = build_targets(a)
-    if {"container", "bridged"} & set(a.hosting_list):
-        engine = next(t.engine for t in targets if isinstance(t, ContainerTarget))
+    engine = next((t.engine for t in targets if isinstance(t, ContainerTarget)), None)
+    if engine is not None:
         if engine.missing():
             raise SetupError(engine.missing())
         if a.remote:
             raise SetupError("--hosting container/bridged needs the server on this machine (not --server-remote)")
+    if [h for h in a.hosting_list if h != "bare"] and not any("@" in t.id for t in targets):
+        log(f"warning: --hosting {a.hosting}: none of the targets is a model, and only models are hosted")
     if a.client_cpu_list:
         # The harness's own work (reading /proc, starting processes) stays
         # off the server's CPUs.
@@ -437,6 +439,8 @@ def measure(a: argparse.Namespace) -> tuple[dict, bool]:
                 envinfo.tool_version([str(t.binary), "--version"]) or "unknown"
         elif t.version:
             versions[t.name] = t.version
+        if isinstance(t, ContainerTarget) and t.engine.image not in versions and not t.engine.unusable():
+            versions[t.engine.image] = t.engine.image_label()
     results = {
         "tool": "servermodels-compare", "schema": 1, "started": started, "finished": now_iso(),
         "ended": "interrupted" if interrupted else "completed",

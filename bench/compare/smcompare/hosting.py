@@ -22,6 +22,7 @@ import os
 import resource
 import shlex
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -68,8 +69,12 @@ class Engine:
         return None
 
     def _run(self, *args: str, timeout: float = 30) -> subprocess.CompletedProcess:
-        return subprocess.run([self.exe or self.name, *args], capture_output=True, text=True,
-                              timeout=timeout, stdin=subprocess.DEVNULL)
+        """The engine's answer; one that does not come in time is exit code 124."""
+        argv = [self.exe or self.name, *args]
+        try:
+            return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            return subprocess.CompletedProcess(argv, 124, "", f"{self.name} {args[0]} did not answer in {timeout:.0f} s")
 
     def unusable(self) -> str | None:
         """Why no container can run (engine broken, image missing), or None; checked once."""
@@ -84,14 +89,20 @@ class Engine:
         if why is None:
             r = self._run("image", "inspect", self.image)
             if r.returncode != 0:
-                why = f"image {self.image} not found in {self.name}; build it: docker/build.sh --engine {self.name}"
+                why = f"image {self.image} not found in {self.name}" + (
+                    f"; build it: docker/build.sh --engine {self.name}" if self.image.startswith("servermodels/")
+                    else "")
         self._usable = why
         return why
 
     def image_label(self) -> str:
+        """What the image says it was built from: 'revision R, image ID' (results.json's versions)."""
         r = self._run("image", "inspect", "--format",
-                      '{{index .Config.Labels "org.opencontainers.image.revision"}}', self.image)
-        return r.stdout.strip() if r.returncode == 0 else "unknown"
+                      '{{index .Config.Labels "org.opencontainers.image.revision"}} {{.Id}}', self.image)
+        if r.returncode != 0:
+            return "unknown"
+        rev, _, iid = r.stdout.strip().partition(" ")
+        return f"revision {rev or 'unknown'}, image {iid[:12]}"
 
     def seccomp_profile(self, tmp: Path) -> list[str]:
         """--security-opt for server-uring: the engine's default seccomp profile
@@ -127,6 +138,12 @@ class Engine:
         except ValueError:
             return None
         return pid or None
+
+    def signal(self, name: str, sig: int) -> bool:
+        """Send sig to the container's PID 1 through the engine (not through
+        `ENGINE run`'s signal proxy, which a signal that comes early in its
+        life kills instead); False if the container is not there (yet)."""
+        return self._run("kill", "--signal", str(int(sig)), name).returncode == 0
 
     def remove(self, name: str) -> None:
         self._run("rm", "-f", "-t", "0", name) if self.name == "podman" else self._run("rm", "-f", name)
@@ -195,6 +212,13 @@ class ContainerTarget(ModelTarget):
         return self.engine.container_pid(self.container) if self.container else None
 
     def stop(self) -> int | None:
+        if self.proc is not None and self.proc.poll() is None and self.container:
+            # SIGTERM to the server itself; `ENGINE run` exits with its code.
+            if self.engine.signal(self.container, signal.SIGTERM):
+                try:
+                    self.proc.wait(procs.STOP_TIMEOUT + 10)
+                except subprocess.TimeoutExpired:
+                    pass
         rc = super().stop()
         if self.container:
             self.engine.remove(self.container)
@@ -254,6 +278,9 @@ class ProxiedTarget(ModelTarget):
 
     def proxy_root(self) -> int | None:
         return self.proxy.pid if self.proxy is not None and self.proxy.poll() is None else None
+
+    def ports(self) -> list[int]:
+        return [self.port, self.model_port]
 
     def alive(self) -> bool:
         return super().alive() and self.proxy is not None and self.proxy.poll() is None

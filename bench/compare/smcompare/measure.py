@@ -163,14 +163,18 @@ def run_once(target: Target, place: Placement, load: Load, sc: Scenario, conns: 
         return rec
     rec["commands"]["server"] = target.command
     rec["port"] = target.port
+    ports = target.ports()
+    if len(ports) > 1:
+        rec["upstream_port"] = ports[1]
     try:
         _measure(target, place, load, sc, conns, rnd, rec)
     finally:
         rc = target.stop()
         if rc not in (0, None) and not rec["problems"]:
             rec["problems"].append(f"server exited with code {rc} when stopped")
-        if not load.remote and not place.server_prefix and procs.listening(rec["port"]):
-            rec["problems"].append(f"port {rec['port']} still in use after the server stopped")
+        for port in ports if not load.remote and not place.server_prefix else []:
+            if procs.listening(port):
+                rec["problems"].append(f"port {port} still in use after the server stopped")
     rec["valid"] = not rec["problems"]
     return rec
 

@@ -129,6 +129,10 @@ class Target:
         """A proxy in front of the server, measured apart (hosting proxied)."""
         return None
 
+    def ports(self) -> list[int]:
+        """Every port the running target listens on (the load goes to the first)."""
+        return [self.port]
+
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
