@@ -89,26 +89,25 @@ def summarize(runs: list[dict], baseline: str | None) -> list[dict]:
             # The curve of the run whose req/s is the median (the lower of the middle two).
             by_rps = sorted(ok, key=lambda r: r["rps"] or 0)
             row["latency_curve"] = by_rps[(len(by_rps) - 1) // 2]["latency_curve"]
-        for name, _better in COMPARED:
-            ratios = []
-            for r in ok:
-                b = base_of(r)
-                mine, theirs = _metric(r, name), _metric(b, name) if b else None
-                if mine is not None and theirs:
-                    ratios.append(mine / theirs)
-            row["vs_baseline"][name] = statistics.median(ratios) if ratios else None
+        row["vs_baseline"] = _ratios(ok, base_of)
         if "@" in target:
-            row["vs_bare"] = {}
-            for name, _better in COMPARED:
-                ratios = []
-                for r in ok:
-                    b = bare_of(r)
-                    mine, theirs = _metric(r, name), _metric(b, name) if b else None
-                    if mine is not None and theirs:
-                        ratios.append(mine / theirs)
-                row["vs_bare"][name] = statistics.median(ratios) if ratios else None
+            row["vs_bare"] = _ratios(ok, bare_of)
         rows.append(row)
     return rows
+
+
+def _ratios(runs: list[dict], partner_of) -> dict:
+    """Per compared metric: the median over runs of run / its partner run."""
+    out = {}
+    for name, _better in COMPARED:
+        ratios = []
+        for r in runs:
+            b = partner_of(r)
+            mine, theirs = _metric(r, name), _metric(b, name) if b else None
+            if mine is not None and theirs:
+                ratios.append(mine / theirs)
+        out[name] = statistics.median(ratios) if ratios else None
+    return out
 
 
 def _row_metric(row: dict, name: str) -> dict | None:
