@@ -48,7 +48,7 @@ revision_of() {
 }
 for t in "${targets[@]}"; do
   echo "build.sh: building servermodels/$t:$version with $ENGINE"
-  "$ENGINE" build -f docker/Dockerfile --target "$t" "${labels[@]}" \
+  "$ENGINE" build -f docker/Dockerfile --target "$t" --force-rm "${labels[@]}" \
     -t "servermodels/$t:$version" -t "servermodels/$t:latest" "${extra[@]}" .
   if [ "$(revision_of "servermodels/$t:latest")" != "$revision" ]; then
     # Podman (buildah 1.28) takes a cached last layer with the labels of the
