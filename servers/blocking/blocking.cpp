@@ -13,7 +13,9 @@
 
 #include <fmt/core.h>
 
+#include "runtime/linger.hpp"
 #include "runtime/listen.hpp"
+#include "runtime/tuning.hpp"
 
 namespace sm::blocking {
 namespace {
@@ -31,8 +33,8 @@ constexpr std::size_t kStackSize = 256 * 1024;
 // to this size when that connection ends, so each idle thread costs the same
 // and a pool that once served big pipelines does not keep their memory.
 constexpr std::size_t kOutSize = 4 * 1024;
-constexpr auto kAcceptPause = std::chrono::milliseconds(100);  // after EMFILE/ENFILE
-constexpr auto kPoll = std::chrono::milliseconds(20);          // while waiting to stop
+using runtime::kAcceptPause;
+constexpr auto kPoll = std::chrono::milliseconds(20);  // while waiting to stop
 // How far a receive timeout may be from a head's deadline before it is reset.
 constexpr auto kHeadSlack = std::chrono::milliseconds(50);
 
@@ -381,9 +383,7 @@ void Server::expire_head(Worker& w, int fd) {
 }
 
 void Server::linger(Worker& w, int fd) {
-    // Shut our side, then read until the client closes (or the linger
-    // timeout), so it receives the response rather than a reset.
-    if (opts_.linger_timeout.count() == 0 || ::shutdown(fd, SHUT_WR) != 0) return;
+    if (!runtime::start_lingering_close(fd, opts_.linger_timeout)) return;
     set_timeouts(fd, opts_.linger_timeout, opts_.linger_timeout);
     const auto deadline = Clock::now() + opts_.linger_timeout;
     while (Clock::now() < deadline) {

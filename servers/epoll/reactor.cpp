@@ -13,45 +13,27 @@
 
 #include <fmt/core.h>
 
+#include "runtime/epoll_util.hpp"
 #include "runtime/head_list.hpp"
+#include "runtime/linger.hpp"
 #include "runtime/listen.hpp"
+#include "runtime/tuning.hpp"
 
 namespace sm::epoll {
 namespace {
 
-// A read of 64 KiB holds hundreds of pipelined requests; a batch rarely fills it.
-constexpr std::size_t kReadSize = 64 * 1024;
-// Responses collected for one connection before they are written: bounds the
-// output of a client that pipelines faster than it reads.
-constexpr std::size_t kBatchOutput = 256 * 1024;
 // Full reads one event may do before the connection yields to the others
 // (it continues from the ready queue in the next loop iteration).
 constexpr int kReadsPerEvent = 16;
 // Lingering reads per event, for the same reason.
 constexpr int kLingerReadsPerEvent = 4;
-// Connections accepted per listener wake-up before serving the others.
-constexpr int kAcceptBatch = 64;
-constexpr int kMaxEvents = 256;
-// How long accepting pauses after EMFILE/ENFILE: long enough not to spin,
-// short enough that service resumes promptly once descriptors free up.
-constexpr auto kAcceptPause = std::chrono::milliseconds(100);
-// At --max-connections a slot freed by another thread is noticed this fast.
-constexpr auto kLimitPause = std::chrono::milliseconds(10);
 
 // epoll_event.data.ptr is a Connection* except for these two tags.
 char listen_tag;
 char stop_tag;
 
-epoll_event event_for(void* ptr, std::uint32_t events) {
-    epoll_event ev{};
-    ev.events = events;
-    ev.data.ptr = ptr;
-    return ev;
-}
-
-[[noreturn]] void throw_errno(const char* what) {
-    throw std::system_error(errno, std::generic_category(), what);
-}
+using runtime::event_for;
+using runtime::throw_errno;
 
 }  // namespace
 
@@ -62,8 +44,8 @@ Reactor::Reactor(const runtime::WorkerContext& ctx)
       limit_(ctx.connections),
       ep_(::epoll_create1(EPOLL_CLOEXEC)),
       cache_(ctx.options.mode, std::time(nullptr)),
-      read_buf_(std::make_unique_for_overwrite<char[]>(kReadSize)),
-      out_(kBatchOutput + kReadSize) {
+      read_buf_(std::make_unique_for_overwrite<char[]>(runtime::kReadSize)),
+      out_(runtime::kBatchOutput + runtime::kReadSize) {
     if (!ep_) throw_errno("epoll_create1");
     // The listener is level-triggered: a bounded accept batch leaves the rest
     // for the next wake-up without losing them.
@@ -75,9 +57,9 @@ Reactor::Reactor(const runtime::WorkerContext& ctx)
 }
 
 void Reactor::run() {
-    epoll_event events[kMaxEvents];
+    epoll_event events[runtime::kMaxEvents];
     while (!(stopping_ && live_ == 0)) {
-        const int n = ::epoll_wait(ep_.get(), events, kMaxEvents, next_timeout_ms());
+        const int n = ::epoll_wait(ep_.get(), events, runtime::kMaxEvents, next_timeout_ms());
         if (n < 0) {
             if (errno == EINTR) continue;
             throw_errno("epoll_wait");
@@ -110,7 +92,7 @@ void Reactor::dispatch(const epoll_event& ev) {
 }
 
 void Reactor::accept_connections() {
-    for (int i = 0; i < kAcceptBatch && listener_; ++i) {
+    for (int i = 0; i < runtime::kAcceptBatch && listener_; ++i) {
         if (!limit_.try_acquire()) return pause_accepting_at_limit();
         const int fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
@@ -180,15 +162,15 @@ void Reactor::expire_head(Connection& c) {
 
 void Reactor::pause_accepting_at_limit() {
     // New connections wait in the listen backlog until a slot frees: closing a
-    // connection here resumes at once, one closed by another thread within kLimitPause.
+    // connection here resumes at once, one closed by another thread within runtime::kLimitPause.
     ::epoll_ctl(ep_.get(), EPOLL_CTL_DEL, listener_.get(), nullptr);
     accept_paused_ = paused_at_limit_ = true;
-    accept_resume_ = now_ + kLimitPause;
+    accept_resume_ = now_ + runtime::kLimitPause;
     if (limit_log_.allow(now_)) {
         const unsigned long more = limit_log_.take_suppressed();
-        runtime::log(fmt::format("--max-connections {} reached: new connections wait in the backlog{}",
-                                 limit_.max(),
-                                 more ? fmt::format(" ({} more times)", more) : ""));
+        runtime::log(
+            fmt::format("--max-connections {} reached: new connections wait in the backlog{}",
+                        limit_.max(), more ? fmt::format(" ({} more times)", more) : ""));
     }
 }
 
@@ -199,11 +181,11 @@ void Reactor::pause_accepting(int err) {
     accept_paused_ = true;
     paused_at_limit_ = false;
     const auto now = Clock::now();
-    accept_resume_ = now + kAcceptPause;
+    accept_resume_ = now + runtime::kAcceptPause;
     if (accept_log_.allow(now)) {
         const unsigned long more = accept_log_.take_suppressed();
         runtime::log(fmt::format("accept: {}; pausing accepts for {} ms ({} connections open{})",
-                                 std::strerror(err), kAcceptPause.count(), live_,
+                                 std::strerror(err), runtime::kAcceptPause.count(), live_,
                                  more ? fmt::format(", {} more like this", more) : ""));
     }
 }
@@ -221,7 +203,7 @@ void Reactor::service(Connection& c) {
         // Read phase: gather one batch of responses in the thread's buffer.
         bool drained = false;
         while (true) {
-            const ssize_t n = ::read(c.fd, read_buf_.get(), kReadSize);
+            const ssize_t n = ::read(c.fd, read_buf_.get(), runtime::kReadSize);
             if (n > 0) {
                 if (budget == kReadsPerEvent) touch(c);
                 --budget;
@@ -236,11 +218,11 @@ void Reactor::service(Connection& c) {
                 // that arrives later raises a new event. This saves the read
                 // that would only return EAGAIN. Not so once the client's FIN
                 // came with the same edge: no new event will announce the EOF.
-                if (static_cast<std::size_t>(n) < kReadSize && !c.peer_fin_seen) {
+                if (static_cast<std::size_t>(n) < runtime::kReadSize && !c.peer_fin_seen) {
                     drained = true;
                     break;
                 }
-                if (out_.size() >= kBatchOutput || budget <= 0) break;
+                if (out_.size() >= runtime::kBatchOutput || budget <= 0) break;
                 continue;
             }
             if (n == 0) {
@@ -315,10 +297,7 @@ void Reactor::finish(Connection& c) {
 }
 
 void Reactor::start_linger(Connection& c) {
-    // Closing with unread input makes the kernel send a reset, which can
-    // destroy the response before the client reads it. Shut down our side,
-    // then read and discard until the client closes or the timeout passes.
-    if (opts_.linger_timeout.count() == 0 || ::shutdown(c.fd, SHUT_WR) != 0) return close_now(c);
+    if (!runtime::start_lingering_close(c.fd, opts_.linger_timeout)) return close_now(c);
     c.lingering = true;
     c.linger_deadline = Clock::now() + opts_.linger_timeout;
     ActivityList::remove(c);  // bounded by the linger deadline instead
@@ -329,7 +308,7 @@ void Reactor::start_linger(Connection& c) {
 
 void Reactor::drain_linger(Connection& c) {
     for (int i = 0; i < kLingerReadsPerEvent; ++i) {
-        const ssize_t n = ::read(c.fd, read_buf_.get(), kReadSize);
+        const ssize_t n = ::read(c.fd, read_buf_.get(), runtime::kReadSize);
         if (n > 0) continue;
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && errno == EAGAIN) return;

@@ -11,23 +11,21 @@
 #include <fmt/core.h>
 
 #include "runtime/head_list.hpp"
+#include "runtime/tuning.hpp"
 
 namespace sm::libuv {
 namespace {
 
-// libuv suggests 64 KiB per read (uv__read); one read of it holds hundreds of
-// pipelined requests, and libuv reads again at once only when one filled it.
-constexpr std::size_t kReadSize = 64 * 1024;
+// libuv reads again at once only when a read filled the buffer.
+using runtime::kReadSize;
 // The loop's output buffer, sized as server-epoll's: the responses to a full
 // read of typical pipelined requests fit without growing it.
-constexpr std::size_t kOutputSize = 256 * 1024 + kReadSize;
-// How long accepting pauses after an accept error (EMFILE that libuv's own
-// load shedding could not absorb, ENFILE, ENOBUFS, ENOMEM): long enough not
-// to spin, short enough that service resumes promptly (as server-epoll).
-constexpr Millis kAcceptPause = 100;
-// At --max-connections a slot freed by another thread is noticed this fast
-// (one freed by this loop is taken at once).
-constexpr Millis kLimitRetry = 10;
+constexpr std::size_t kOutputSize = runtime::kBatchOutput + kReadSize;
+// After an accept error (EMFILE that libuv's own load shedding could not
+// absorb, ENFILE, ENOBUFS, ENOMEM).
+constexpr Millis kAcceptPause = runtime::kAcceptPause.count();
+// (A slot freed by this loop is taken at once.)
+constexpr Millis kLimitRetry = runtime::kLimitPause.count();
 
 uv_stream_t* stream(uv_tcp_t& t) noexcept {
     return reinterpret_cast<uv_stream_t*>(&t);

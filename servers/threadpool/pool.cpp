@@ -11,8 +11,11 @@
 
 #include <fmt/core.h>
 
+#include "runtime/epoll_util.hpp"
+#include "runtime/linger.hpp"
 #include "runtime/listen.hpp"
 #include "runtime/tsan.hpp"
+#include "runtime/tuning.hpp"
 
 #ifdef SM_TSAN
 // Read by ThreadSanitizer at start-up: only the kernel-ordered re-arm, see
@@ -26,31 +29,17 @@ extern "C" const char* __tsan_default_suppressions() {
 namespace sm::threadpool {
 namespace {
 
-constexpr std::size_t kReadSize = 64 * 1024;
-constexpr std::size_t kBatchOutput = 256 * 1024;
 // Full reads one hand-off may do before the connection goes to the back of
 // the queue (re-armed level-triggered, it is ready again at once).
 constexpr int kReadsPerHandOff = 16;
-constexpr int kAcceptBatch = 64;
-constexpr int kMaxEvents = 256;
-constexpr auto kAcceptPause = std::chrono::milliseconds(100);  // after EMFILE/ENFILE
-constexpr auto kLimitPause = std::chrono::milliseconds(10);    // at --max-connections
 // While stopping, how often the reactor looks whether the workers are done.
 constexpr auto kStopPoll = std::chrono::milliseconds(20);
 
 char listen_tag;
 char stop_tag;
 
-epoll_event event_for(void* ptr, std::uint32_t events) {
-    epoll_event ev{};
-    ev.events = events;
-    ev.data.ptr = ptr;
-    return ev;
-}
-
-[[noreturn]] void throw_errno(const char* what) {
-    throw std::system_error(errno, std::generic_category(), what);
-}
+using runtime::event_for;
+using runtime::throw_errno;
 
 Clock::rep ticks(Clock::time_point t) noexcept {
     return t.time_since_epoch().count();
@@ -116,8 +105,8 @@ void HandOffQueue::close() {
 struct Pool::Worker {
     explicit Worker(const runtime::ServerOptions& o)
         : cache(o.mode, std::time(nullptr)),
-          read_buf(std::make_unique_for_overwrite<char[]>(kReadSize)),
-          out(kBatchOutput + kReadSize) {}
+          read_buf(std::make_unique_for_overwrite<char[]>(runtime::kReadSize)),
+          out(runtime::kBatchOutput + runtime::kReadSize) {}
     http::ResponseCache cache;  // per worker: a connection is rendered with its current owner's
     std::unique_ptr<char[]> read_buf;
     http::ByteBuffer out;
@@ -162,9 +151,9 @@ Pool::~Pool() {
 }
 
 void Pool::run() {
-    epoll_event events[kMaxEvents];
+    epoll_event events[runtime::kMaxEvents];
     std::vector<Connection*> ready;
-    ready.reserve(kMaxEvents);
+    ready.reserve(runtime::kMaxEvents);
     // Timeouts are enforced by a sweep: a quarter of the shortest timeout,
     // within [10 ms, 500 ms].
     const auto sweep_every = std::clamp<std::chrono::milliseconds>(
@@ -180,7 +169,7 @@ void Pool::run() {
         if (accept_paused_) next = std::min(next, accept_resume_);
         if (stopping_) next = std::min(next, Clock::now() + kStopPoll);
         const auto wait = std::chrono::ceil<std::chrono::milliseconds>(next - Clock::now());
-        const int n = ::epoll_wait(ep_.get(), events, kMaxEvents,
+        const int n = ::epoll_wait(ep_.get(), events, runtime::kMaxEvents,
                                    static_cast<int>(std::max<long long>(0, wait.count())));
         if (n < 0 && errno != EINTR) throw_errno("epoll_wait");
         const auto now = Clock::now();
@@ -226,8 +215,8 @@ void Pool::run() {
 }
 
 void Pool::accept_connections() {
-    for (int i = 0; i < kAcceptBatch && listener_; ++i) {
-        if (!limit_.try_acquire()) return pause_accepting(kLimitPause);
+    for (int i = 0; i < runtime::kAcceptBatch && listener_; ++i) {
+        if (!limit_.try_acquire()) return pause_accepting(runtime::kLimitPause);
         const int fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             const int err = errno;
@@ -236,8 +225,8 @@ void Pool::accept_connections() {
             if (err == EINTR || err == ECONNABORTED || err == EPROTO || err == EPERM) continue;
             if (accept_log_.allow(Clock::now()))
                 runtime::log(fmt::format("accept: {}; pausing accepts for {} ms",
-                                         std::strerror(err), kAcceptPause.count()));
-            return pause_accepting(kAcceptPause);
+                                         std::strerror(err), runtime::kAcceptPause.count()));
+            return pause_accepting(runtime::kAcceptPause);
         }
         runtime::set_nodelay(fd);
         auto owned = std::make_unique<Connection>(fd, workers_[0]->cache, opts_.limits);
@@ -324,7 +313,7 @@ void Pool::service(Worker& w, Connection& c, std::uint32_t events) {
         return expire_head(w, c);
     if (c.lingering) {
         for (int i = 0; i < kReadsPerHandOff; ++i) {
-            const ssize_t n = ::read(c.fd, w.read_buf.get(), kReadSize);
+            const ssize_t n = ::read(c.fd, w.read_buf.get(), runtime::kReadSize);
             if (n > 0) continue;
             if (n < 0 && errno == EINTR) continue;
             if (n < 0 && errno == EAGAIN) return rearm(c, EPOLLIN | EPOLLRDHUP);
@@ -344,8 +333,8 @@ void Pool::service(Worker& w, Connection& c, std::uint32_t events) {
     bool peer_closed = false;
     int budget = kReadsPerHandOff;
     bool drained = false;
-    while (!drained && budget > 0 && w.out.size() < kBatchOutput) {
-        const ssize_t n = ::read(c.fd, w.read_buf.get(), kReadSize);
+    while (!drained && budget > 0 && w.out.size() < runtime::kBatchOutput) {
+        const ssize_t n = ::read(c.fd, w.read_buf.get(), runtime::kReadSize);
         if (n > 0) {
             --budget;
             const auto r = c.session.feed({w.read_buf.get(), static_cast<std::size_t>(n)}, w.out);
@@ -356,7 +345,7 @@ void Pool::service(Worker& w, Connection& c, std::uint32_t events) {
             }
             // Level-triggered: if more arrives after this short read, the
             // re-armed connection is ready again at once.
-            drained = static_cast<std::size_t>(n) < kReadSize;
+            drained = static_cast<std::size_t>(n) < runtime::kReadSize;
             continue;
         }
         if (n == 0) {
@@ -432,10 +421,8 @@ void Pool::expire_head(Worker& w, Connection& c) {
 }
 
 void Pool::start_linger(Worker& w, Connection& c) {
-    // Shut our side and read until the client closes, so it receives the
-    // response rather than a reset; the sweep enforces the deadline.
-    if (opts_.linger_timeout.count() == 0 || ::shutdown(c.fd, SHUT_WR) != 0)
-        return close_connection(c);
+    // The sweep enforces the deadline.
+    if (!runtime::start_lingering_close(c.fd, opts_.linger_timeout)) return close_connection(c);
     c.lingering = true;
     c.linger_deadline.store(ticks(Clock::now() + opts_.linger_timeout), std::memory_order_relaxed);
     service(w, c, EPOLLIN);

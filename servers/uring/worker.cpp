@@ -18,7 +18,9 @@
 #include <fmt/core.h>
 
 #include "runtime/head_list.hpp"
+#include "runtime/linger.hpp"
 #include "runtime/listen.hpp"
+#include "runtime/tuning.hpp"
 
 namespace sm::uring {
 namespace {
@@ -57,11 +59,8 @@ constexpr std::size_t kKeepCapacity = 64 * 1024;
 constexpr std::size_t kPooledCapacity = 4 * 1024;
 // Completions taken from the queue per peek.
 constexpr unsigned kCqeBatch = 256;
-// How long accepting pauses after EMFILE/ENFILE: long enough not to spin,
-// short enough that service resumes promptly once descriptors free up.
-constexpr auto kAcceptPause = std::chrono::milliseconds(100);
-// At --max-connections a slot freed by another thread is noticed this fast.
-constexpr auto kLimitPause = std::chrono::milliseconds(10);
+using runtime::kAcceptPause;
+using runtime::kLimitPause;
 
 constexpr std::uint64_t kOpMask = 7;
 
@@ -486,10 +485,7 @@ void Worker::finish(Connection& c) {
 }
 
 void Worker::start_linger(Connection& c) {
-    // Closing with unread input makes the kernel send a reset, which can
-    // destroy the response before the client reads it. Shut down our side,
-    // then receive and discard until the client closes or the timeout passes.
-    if (opts_.linger_timeout.count() == 0 || ::shutdown(c.fd, SHUT_WR) != 0) return close_now(c);
+    if (!runtime::start_lingering_close(c.fd, opts_.linger_timeout)) return close_now(c);
     c.lingering = true;
     c.recv_paused = false;
     ActivityList::remove(c);  // bounded by the linger deadline instead

@@ -1,0 +1,29 @@
+// Sizes and pauses the event-driven models share: one copy, so a model
+// compared with another differs in how its bytes move, not in its batch
+// sizes. A model that departs from one says why beside its own constant
+// (server-blocking's smaller read buffer, say).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+
+namespace sm::runtime {
+
+// A read of 64 KiB holds hundreds of pipelined requests; a batch rarely
+// fills it (libuv suggests the same size per read).
+inline constexpr std::size_t kReadSize = 64 * 1024;
+// Responses collected for one connection before they are written: bounds
+// the output of a client that pipelines faster than it reads.
+inline constexpr std::size_t kBatchOutput = 256 * 1024;
+// Connections accepted per listener wake-up before serving the others.
+inline constexpr int kAcceptBatch = 64;
+// Events taken per epoll_wait.
+inline constexpr int kMaxEvents = 256;
+// How long accepting pauses after EMFILE/ENFILE (or another accept error
+// that more accepting cannot fix): long enough not to spin, short enough
+// that service resumes promptly once descriptors free up.
+inline constexpr std::chrono::milliseconds kAcceptPause{100};
+// At --max-connections a slot freed by another thread is noticed this fast.
+inline constexpr std::chrono::milliseconds kLimitPause{10};
+
+}  // namespace sm::runtime
