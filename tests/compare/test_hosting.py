@@ -537,6 +537,13 @@ class Hosting(CompareTestCase):
                 self.assertFalse(marker.exists(), "a contender was started" + run.describe())
                 self.assertEqual(self.s.invocations(), [], "binaries were started" + run.describe())
                 self.assertNoLeftovers(None, run)
+        # Hosting asked for, but no target is a model: said, and the rest measured.
+        run = self.s.run(["--targets", "floor", "--scenarios", "plaintext", *cmptest.TINY,
+                          "--hosting", "bare,container"], self.s.new_out(), timeout=120)
+        self.assertExit(run, 0)
+        self.assertIn("none of the targets is a model", run.stderr, run.describe())
+        self.assertEqual([t["id"] for t in self.results(run)["targets"]], ["floor"], run.describe())
+        self.assertNoLeftovers(None, run)
         self.assertNoContainers()
 
 

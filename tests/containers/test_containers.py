@@ -31,6 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench" / "compare"))
 from smcompare import probe  # noqa: E402
+from smcompare.procs import free_port  # noqa: E402
 from smcompare.hosting import IMAGE, Engine, limits_options  # noqa: E402
 from smcompare.targets import ENDPOINTS  # noqa: E402
 
@@ -48,12 +49,6 @@ def run(*argv: str, timeout: float = RUN_TIMEOUT, env: dict | None = None) -> su
     """A command, bounded in time; its output as text."""
     return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout,
                           stdin=subprocess.DEVNULL, env=env)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def listening(port: int) -> bool:
@@ -213,7 +208,14 @@ class Compose(EngineCase):
     def test_compose_up(self) -> None:
         """docker/compose.yaml with podman-compose: the load service runs
         loadgen against the server service and reports no errors; stopped, the
-        server exits 0; nothing of the project is left."""
+        server exits 0; nothing of the project is left. Then server-uring with
+        docker/compose.uring.yaml (without it the seccomp profile refuses
+        io_uring and the server does not start)."""
+        for server, extra in (("server-epoll", []), ("server-uring", ["-f", str(REPO / "docker" / "compose.uring.yaml")])):
+            with self.subTest(server=server):
+                self.compose_up(server, extra)
+
+    def compose_up(self, server: str, extra: list[str]) -> None:
         if self.engine.name != "podman":
             self.skipTest("the compose test drives podman-compose")
         compose = run("which", "podman-compose").stdout.strip()
@@ -226,9 +228,9 @@ class Compose(EngineCase):
         self.addCleanup(shutil.rmtree, self.tmp, True)
         port = self.port()
         limits = dict(o.split("=", 1) for o in limits_options()[1::2])
-        env = {**os.environ, "SM_PORT": str(port), "SM_DURATION": "1s", "SM_CONNECTIONS": "16",
+        env = {**os.environ, "SM_SERVER": server, "SM_PORT": str(port), "SM_DURATION": "1s", "SM_CONNECTIONS": "16",
                "SM_NOFILE": limits["nofile"].split(":")[0], "SM_NPROC": limits["nproc"].split(":")[0]}
-        base = [compose, "-p", project, "-f", str(REPO / "docker" / "compose.yaml")]
+        base = [compose, "-p", project, "-f", str(REPO / "docker" / "compose.yaml"), *extra]
         self.names += [f"{project}_server_1", f"{project}_load_1"]
         try:
             # To a file, not a pipe: podman-compose 1.0.3 exits when the load
@@ -246,7 +248,8 @@ class Compose(EngineCase):
             out = (self.tmp / "up.log").read_text()
             self.assertIn("Requests/sec", out, out[-3000:])
             self.assertIn("Errors: none", out, out[-3000:])
-            self.assertIn("listening on http://0.0.0.0:8080 model=epoll", out)
+            model = server.removeprefix("server-")
+            self.assertIn(f"listening on http://0.0.0.0:8080 model={model}", out, out[-3000:])
             self.assertEqual(self.inspect(f"{project}_load_1", "{{.State.ExitCode}}"), "0")
             stop = run(*base, "stop", env=env, timeout=120)
             self.assertEqual(stop.returncode, 0, stop.stderr)
