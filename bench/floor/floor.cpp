@@ -18,7 +18,6 @@
 #include <system_error>
 #include <vector>
 
-#include "runtime/listen.hpp"
 #include "runtime/server.hpp"
 
 namespace {
@@ -71,9 +70,9 @@ void run_floor(const sm::runtime::WorkerContext& ctx) {
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.ptr = &listen_tag;
-    ::epoll_ctl(ep, EPOLL_CTL_ADD, ctx.listener.get(), &ev);
+    ::epoll_ctl(ep, EPOLL_CTL_ADD, ctx.listener.handle(), &ev);
     ev.data.ptr = &stop_tag;
-    ::epoll_ctl(ep, EPOLL_CTL_ADD, ctx.stop_fd, &ev);
+    ::epoll_ctl(ep, EPOLL_CTL_ADD, ctx.stop.handle(), &ev);
 
     auto close_conn = [&](Conn& c) {
         ::close(c.fd);
@@ -91,7 +90,7 @@ void run_floor(const sm::runtime::WorkerContext& ctx) {
             }
             if (tag == &listen_tag) {
                 while (true) {
-                    const int fd = ::accept4(ctx.listener.get(), nullptr, nullptr,
+                    const int fd = ::accept4(ctx.listener.handle(), nullptr, nullptr,
                                              SOCK_NONBLOCK | SOCK_CLOEXEC);
                     if (fd < 0) break;
                     sm::runtime::set_nodelay(fd);
@@ -149,9 +148,11 @@ void run_floor(const sm::runtime::WorkerContext& ctx) {
 
 int main(int argc, char** argv) {
     static constexpr sm::runtime::Model kFloor{
-        "floor",
-        "a no-parse responder, NOT a server: one canned response per blank line seen, one "
-        "write per read (the syscall floor, and a load generator's ceiling)",
-        &run_floor, "floor"};
+        .name = "floor",
+        .description = "a no-parse responder, NOT a server: one canned response per blank line "
+                       "seen, one write per read (the syscall floor, and a load generator's "
+                       "ceiling)",
+        .worker = &run_floor,
+        .program = "floor"};
     return sm::runtime::serve(kFloor, argc, argv);
 }

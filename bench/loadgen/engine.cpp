@@ -23,7 +23,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/cpu.hpp"
+#include "runtime/platform.hpp"
 #include "worker.hpp"
 
 namespace sm::loadgen {

@@ -1,6 +1,9 @@
 #include "http/response.hpp"
 
 #include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
 #include <charconv>
 #include <cstring>
 
@@ -86,15 +89,26 @@ bool ResponseCache::refresh(std::time_t now) {
     if (rendered_ && now == second_) return false;
     rendered_ = true;
     second_ = now;
-    std::tm tm{};
-    gmtime_r(&now, &tm);
-    // IMF-fixdate (RFC 9110 5.6.7). strftime's %a and %b are English in the
-    // "C" locale, which the servers never change.
+    // IMF-fixdate (RFC 9110 5.6.7), from the civil calendar of <chrono>:
+    // portable, and no locale or time zone can reach it.
+    using namespace std::chrono;
+    static constexpr std::array<const char*, 7> kDays = {"Sun", "Mon", "Tue", "Wed",
+                                                         "Thu", "Fri", "Sat"};
+    static constexpr std::array<const char*, 12> kMonths = {
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+    const sys_seconds t{seconds{now}};
+    const sys_days day = floor<days>(t);
+    const year_month_day date{day};
+    const hh_mm_ss time{t - day};
     static_assert(kServerLine.substr(8, kServerName.size()) == kServerName);
     std::memcpy(common_.data(), kServerLine.data(), kServerLine.size());
-    common_len_ = kServerLine.size() + std::strftime(common_.data() + kServerLine.size(),
-                                                     common_.size() - kServerLine.size(),
-                                                     "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
+    const int n = std::snprintf(
+        common_.data() + kServerLine.size(), common_.size() - kServerLine.size(),
+        "Date: %s, %02u %s %04d %02ld:%02ld:%02ld GMT\r\n", kDays[weekday{day}.c_encoding()],
+        static_cast<unsigned>(date.day()), kMonths[static_cast<unsigned>(date.month()) - 1],
+        static_cast<int>(date.year()), static_cast<long>(time.hours().count()),
+        static_cast<long>(time.minutes().count()), static_cast<long>(time.seconds().count()));
+    common_len_ = kServerLine.size() + static_cast<std::size_t>(n > 0 ? n : 0);
     if (mode_ == ResponseMode::cached) render_cached();
     return true;
 }

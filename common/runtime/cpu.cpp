@@ -1,12 +1,8 @@
 #include "runtime/cpu.hpp"
 
-#include <pthread.h>
-#include <sched.h>
-
 #include <charconv>
 #include <stdexcept>
 #include <string>
-#include <system_error>
 
 namespace sm::runtime {
 namespace {
@@ -14,7 +10,7 @@ namespace {
 int parse_cpu(std::string_view s, std::string_view whole) {
     int v = -1;
     const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (s.empty() || ec != std::errc{} || end != s.data() + s.size() || v < 0 || v >= CPU_SETSIZE)
+    if (s.empty() || ec != std::errc{} || end != s.data() + s.size() || v < 0 || v >= kMaxCpus)
         throw std::invalid_argument("invalid CPU list '" + std::string(whole) +
                                     "' (expected numbers and ranges such as 0-3,6)");
     return v;
@@ -43,25 +39,6 @@ std::vector<int> parse_cpu_list(std::string_view text) {
         rest.remove_prefix(comma + 1);
     }
     return cpus;
-}
-
-std::vector<int> allowed_cpus() {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    std::vector<int> cpus;
-    if (sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
-    for (int c = 0; c < CPU_SETSIZE; ++c)
-        if (CPU_ISSET(c, &set)) cpus.push_back(c);
-    return cpus;
-}
-
-void pin_current_thread(int cpu) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    if (const int rc = pthread_setaffinity_np(pthread_self(), sizeof set, &set); rc != 0)
-        throw std::system_error(rc, std::generic_category(),
-                                "cannot pin a thread to CPU " + std::to_string(cpu));
 }
 
 }  // namespace sm::runtime

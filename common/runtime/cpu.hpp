@@ -1,4 +1,5 @@
-// CPU sets: parsing "0-3,6" lists, the CPUs this process may run on, pinning.
+// CPU lists: parsing "0-3,6" (--cpus). Pinning and the allowed set are the
+// platform's (runtime/platform.hpp).
 #pragma once
 
 #include <string_view>
@@ -6,14 +7,11 @@
 
 namespace sm::runtime {
 
+// The highest CPU number a list may name, plus one: glibc's CPU_SETSIZE.
+inline constexpr int kMaxCpus = 1024;
+
 // Parses a cpu list such as "0-3,6"; throws std::invalid_argument with a clear
 // message on malformed input.
 std::vector<int> parse_cpu_list(std::string_view text);
-
-// The CPUs in this process's affinity mask, ascending.
-std::vector<int> allowed_cpus();
-
-// Pins the calling thread to one CPU; throws std::system_error on failure.
-void pin_current_thread(int cpu);
 
 }  // namespace sm::runtime

@@ -43,7 +43,9 @@ class IntrusiveList {
         h.prev = h.next = nullptr;
     }
 
-    T& front() noexcept {
+    // The list links its elements, it does not own them: a const list
+    // still hands out its elements for change.
+    T& front() const noexcept {
         assert(!empty());
         return owner(head_.next);
     }

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <string>
 
+#include <fmt/core.h>
+
 namespace sm::runtime {
 namespace {
 std::string& program() {
@@ -20,6 +22,11 @@ void log(std::string_view message) {
     // from different threads whole.
     std::fprintf(stderr, "%s: %.*s\n", program().c_str(), static_cast<int>(message.size()),
                  message.data());
+}
+
+void RateLimitedLog::emit(std::string_view message, unsigned long suppressed) {
+    if (suppressed == 0) return log(message);
+    log(fmt::format("{} ({} more like this)", message, suppressed));
 }
 
 }  // namespace sm::runtime

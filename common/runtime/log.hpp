@@ -38,4 +38,20 @@ class RateLimit {
     unsigned long suppressed_ = 0;
 };
 
+// A line that may repeat per connection or per batch, logged through a
+// RateLimit in the one format every model uses:
+//   "<message> (<n> more like this)"   when n were suppressed since the last.
+// `make` builds the message only when it is let through.
+class RateLimitedLog {
+  public:
+    template <typename Make>
+    void operator()(std::chrono::steady_clock::time_point now, Make&& make) {
+        if (limit_.allow(now)) emit(make(), limit_.take_suppressed());
+    }
+
+  private:
+    static void emit(std::string_view message, unsigned long suppressed);
+    RateLimit limit_;
+};
+
 }  // namespace sm::runtime

@@ -1,7 +1,5 @@
 #include "runtime/options.hpp"
 
-#include <arpa/inet.h>
-
 #include <fmt/core.h>
 #include <llhttp.h>
 #include <CLI/CLI.hpp>
@@ -11,14 +9,10 @@
 #include <stdexcept>
 
 #include "runtime/cpu.hpp"
+#include "runtime/platform.hpp"
 
 namespace sm::runtime {
 namespace {
-
-bool is_ip_address(const std::string& s) {
-    unsigned char buf[16];
-    return inet_pton(AF_INET, s.c_str(), buf) == 1 || inet_pton(AF_INET6, s.c_str(), buf) == 1;
-}
 
 std::chrono::milliseconds to_ms(double seconds) {
     return std::chrono::milliseconds(static_cast<long long>(std::llround(seconds * 1000.0)));
@@ -27,7 +21,7 @@ std::chrono::milliseconds to_ms(double seconds) {
 }  // namespace
 
 ParsedOptions parse_server_options(std::string_view program_name, std::string_view description,
-                                   ModelOptions extra, int argc, const char* const* argv) {
+                                   std::span<const ModelOption> extra, int argc, const char* const* argv) {
     const std::string program{program_name};
     ServerOptions o;
     CLI::App app{fmt::format("{}: {}", program, description), program};
@@ -70,26 +64,22 @@ ParsedOptions parse_server_options(std::string_view program_name, std::string_vi
         ->check(CLI::Range(1, 1 << 20))
         ->capture_default_str();
 
-    if (extra.queue_size)
-        app.add_option("--queue-size", o.queue_size,
-                       "Ready connections the reactor may queue for the workers; when full the "
-                       "reactor waits for a free slot (back-pressure), it drops nothing")
-            ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20))
-            ->capture_default_str();
-
-    if (extra.uring_buffers)
-        app.add_option("--uring-buffers", o.uring_buffers,
-                       "Provided receive buffers (8 KiB each, resident from the start) per "
-                       "thread's io_uring; a power of two. Too few for the busy connections and "
-                       "recvs wait for the next batch")
-            ->check(CLI::Range(1u, 32768u))
-            ->check(
+    // The model's own: stored in order, then copied by name.
+    std::vector<unsigned long> extra_values;
+    extra_values.reserve(extra.size());
+    for (const ModelOption& m : extra) {
+        auto* opt = app.add_option(fmt::format("--{}", m.name), extra_values.emplace_back(m.value),
+                                   std::string(m.help))
+                        ->check(CLI::Range(m.min, m.max))
+                        ->capture_default_str();
+        if (m.power_of_two)
+            opt->check(
                 [](const std::string& s) {
                     const unsigned long n = std::stoul(s);
                     return (n & (n - 1)) == 0 ? std::string() : "must be a power of two";
                 },
-                "POW2")
-            ->capture_default_str();
+                "POW2");
+    }
 
     auto* limits = "Limits";
     app.add_option("--max-connections", o.max_connections,
@@ -156,6 +146,8 @@ ParsedOptions parse_server_options(std::string_view program_name, std::string_vi
         fmt::print(stderr, "{}: --cpus: {}\n", program, e.what());
         return {std::nullopt, 2};
     }
+    for (std::size_t i = 0; i < extra.size(); ++i)
+        o.model_values.emplace_back(extra[i].name, extra_values[i]);
     o.mode = *http::parse_response_mode(mode);
     o.shutdown_timeout = to_ms(shutdown_s);
     o.linger_timeout = to_ms(linger_s);
@@ -166,6 +158,12 @@ ParsedOptions parse_server_options(std::string_view program_name, std::string_vi
         o.threads = n == 0 ? 1u : static_cast<unsigned>(n);
     }
     return {std::move(o), 0};
+}
+
+unsigned long ServerOptions::model_option(std::string_view name) const {
+    for (const auto& [n, v] : model_values)
+        if (n == name) return v;
+    throw std::out_of_range(fmt::format("no model option --{}", name));
 }
 
 }  // namespace sm::runtime

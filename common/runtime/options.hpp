@@ -5,8 +5,10 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "http/limits.hpp"
@@ -38,16 +40,23 @@ struct ServerOptions {
     // Connections open at once, over all threads; beyond it new connections
     // wait in the listen backlog until one closes.
     std::size_t max_connections = 10000;
-    // server-threadpool: ready connections waiting for a worker.
-    std::size_t queue_size = 1024;
-    // server-uring: provided receive buffers per thread (a power of two).
-    unsigned uring_buffers = 1024;
+    // The values of the model's own options (Model::options), by name.
+    std::vector<std::pair<std::string, unsigned long>> model_values;
+
+    // The value of the model's option `name` ("queue-size"); throws
+    // std::out_of_range for a name the model did not declare.
+    [[nodiscard]] unsigned long model_option(std::string_view name) const;
 };
 
-// Options only some models take; the others do not offer them.
-struct ModelOptions {
-    bool queue_size = false;
-    bool uring_buffers = false;
+// An option only one model takes, declared by that model (Model::options):
+// a whole number with a default and a range, shown in the model's --help.
+struct ModelOption {
+    std::string_view name;  // without the dashes: "queue-size"
+    std::string_view help;
+    unsigned long value;  // the default
+    unsigned long min = 1;
+    unsigned long max = 1ul << 20;
+    bool power_of_two = false;
 };
 
 struct ParsedOptions {
@@ -58,6 +67,6 @@ struct ParsedOptions {
 // Parses the command line of a server binary. Prints --help or a clear error
 // (and the usage hint) itself; the caller exits with exit_code when no options.
 ParsedOptions parse_server_options(std::string_view program, std::string_view description,
-                                   ModelOptions extra, int argc, const char* const* argv);
+                                   std::span<const ModelOption> extra, int argc, const char* const* argv);
 
 }  // namespace sm::runtime

@@ -1,14 +1,7 @@
 #include "runtime/server.hpp"
 
-#include <malloc.h>
-#include <signal.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
-
 #include <atomic>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <exception>
 #include <latch>
 #include <string>
@@ -17,12 +10,8 @@
 
 #include <fmt/core.h>
 
-#include "runtime/cpu.hpp"
-#include "runtime/listen.hpp"
 #include "runtime/log.hpp"
-#include "runtime/signals.hpp"
 #include "runtime/tsan.hpp"
-#include "runtime/unique_fd.hpp"
 
 #ifdef SM_TSAN
 // Read by ThreadSanitizer at start-up (in every server: this file holds
@@ -52,15 +41,6 @@ int serve(const Model& model, int argc, const char* const* argv) {
         parse_server_options(program, model.description, model.options, argc, argv);
     if (!parsed.options) return parsed.exit_code;
     const ServerOptions& opts = *parsed.options;
-#ifdef M_MMAP_THRESHOLD
-    // Buffers grown by a backlog (a client that pipelines without reading)
-    // are freed once drained; with glibc's dynamic threshold they come from
-    // the heap after the first such free and stay in it, fragmented: a soak
-    // of 300 such clients at a time took server-uring from 5 MiB to 150 and
-    // kept it there. A fixed threshold maps every block of 128 KiB or more
-    // and gives it back when freed (there: 22 MiB, flat over rounds).
-    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
-#endif
     if (model.probe) {
         if (const auto why = model.probe(opts)) {
             log(*why);
@@ -70,21 +50,15 @@ int serve(const Model& model, int argc, const char* const* argv) {
     const unsigned workers = model.listeners == ListenerLayout::one ? 1u : opts.threads;
 
     Listeners listeners;
-    UniqueFd stop;
+    std::optional<StopSignal> stop;
     try {
-        block_stop_signals();
+        prepare_process();
         listeners = open_listeners(opts.address, opts.port, workers, opts.backlog);
-        stop.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-        if (!stop) throw std::runtime_error(fmt::format("eventfd: {}", std::strerror(errno)));
+        stop.emplace();
     } catch (const std::exception& e) {
         log(e.what());
         return 1;
     }
-
-    auto signal_stop = [&] {
-        const std::uint64_t one = 1;
-        [[maybe_unused]] const auto n = ::write(stop.get(), &one, sizeof one);
-    };
 
     ConnectionLimit connections(opts.max_connections);
     std::atomic<int> failures{0};
@@ -104,7 +78,7 @@ int serve(const Model& model, int argc, const char* const* argv) {
             started.count_down();
             if (!ok) return;
             try {
-                model.worker(WorkerContext{opts, i, listeners.fds[i], stop.get(), connections});
+                model.worker(WorkerContext{opts, i, listeners.sockets[i], *stop, connections});
             } catch (const std::exception& e) {
                 log(fmt::format("thread {}: {}", i, e.what()));
                 ++failures;
@@ -114,7 +88,7 @@ int serve(const Model& model, int argc, const char* const* argv) {
     }
     started.wait();
     if (failures.load() != 0) {
-        signal_stop();
+        stop->request();
         threads.clear();  // joins
         return 1;
     }
@@ -123,11 +97,9 @@ int serve(const Model& model, int argc, const char* const* argv) {
                opts.threads, http::to_string(opts.mode));
     std::fflush(stdout);
 
-    const int sig = wait_for_stop_signal();
-    if (failures.load() == 0)
-        log(fmt::format("{}: finishing responses in flight, then exiting",
-                        sig == SIGINT ? "SIGINT" : "SIGTERM"));
-    signal_stop();
+    const std::string_view why = wait_for_stop();
+    if (failures.load() == 0) log(fmt::format("{}: finishing responses in flight, then exiting", why));
+    stop->request();
     threads.clear();  // joins every worker
     return failures.load() == 0 ? 0 : 1;
 }

@@ -13,9 +13,10 @@
 
 #include <fmt/core.h>
 
-#include "runtime/linger.hpp"
-#include "runtime/listen.hpp"
-#include "runtime/tuning.hpp"
+#include "http/byte_buffer.hpp"
+#include "http/response.hpp"
+#include "http/session.hpp"
+#include "runtime/posix/socket_io.hpp"
 
 namespace sm::blocking {
 namespace {
@@ -33,7 +34,6 @@ constexpr std::size_t kStackSize = 256 * 1024;
 // to this size when that connection ends, so each idle thread costs the same
 // and a pool that once served big pipelines does not keep their memory.
 constexpr std::size_t kOutSize = 4 * 1024;
-using runtime::kAcceptPause;
 constexpr auto kPoll = std::chrono::milliseconds(20);  // while waiting to stop
 // How far a receive timeout may be from a head's deadline before it is reset.
 constexpr auto kHeadSlack = std::chrono::milliseconds(50);
@@ -57,50 +57,7 @@ void set_timeouts(int fd, std::chrono::milliseconds rcv, std::chrono::millisecon
     ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &s, sizeof s);
 }
 
-bool readable(int fd) {
-    pollfd p{fd, POLLIN, 0};
-    return ::poll(&p, 1, 0) > 0;
-}
-
-// Blocking send of everything; false when the peer is gone or SO_SNDTIMEO expired.
-bool write_all(int fd, http::ByteBuffer& out) {
-    while (!out.empty()) {
-        const ssize_t n = ::send(fd, out.data(), out.size(), MSG_NOSIGNAL);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            out.clear();
-            return false;
-        }
-        out.consume(static_cast<std::size_t>(n));
-    }
-    return true;
-}
-
 }  // namespace
-
-// --- StackThread ----------------------------------------------------------------
-
-StackThread::StackThread(std::size_t stack_bytes, std::function<void()> body) {
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, stack_bytes);
-    auto fn = std::make_unique<std::function<void()>>(std::move(body));
-    const int rc = pthread_create(
-        &thread_, &attr,
-        [](void* p) -> void* {
-            const std::unique_ptr<std::function<void()>> f(static_cast<std::function<void()>*>(p));
-            (*f)();  // bodies catch their own exceptions
-            return nullptr;
-        },
-        fn.get());
-    pthread_attr_destroy(&attr);
-    if (rc != 0) throw std::system_error(rc, std::generic_category(), "pthread_create");
-    static_cast<void>(fn.release());  // the thread owns it now
-}
-
-StackThread::~StackThread() {
-    pthread_join(thread_, nullptr);
-}
 
 // --- Server ---------------------------------------------------------------------
 
@@ -120,11 +77,11 @@ struct Server::Worker {
     int fd = -1;          // under fd_mutex
     // Blocked (or about to block) in read() with no request partly received.
     std::atomic<bool> idle_in_read{false};
-    std::unique_ptr<StackThread> thread;  // last: joined before the rest is destroyed
+    std::unique_ptr<runtime::Thread> thread;  // last: joined before the rest is destroyed
 };
 
 Server::Server(const runtime::WorkerContext& ctx)
-    : opts_(ctx.options), listener_(ctx.listener), stop_fd_(ctx.stop_fd), limit_(ctx.connections) {}
+    : opts_(ctx.options), listener_(ctx.listener), stop_(ctx.stop), gate_(ctx.connections) {}
 
 Server::~Server() {
     {
@@ -148,7 +105,7 @@ bool Server::spawn_worker() {
         ++idle_count_;  // idle from the start, so the acceptor counts it at once
     }
     try {
-        w.thread = std::make_unique<StackThread>(kStackSize, [this, &w, index] {
+        w.thread = std::make_unique<runtime::Thread>(kStackSize, [this, &w, index] {
             try {
                 runtime::pin_worker_thread(opts_, index);
             } catch (const std::exception&) {
@@ -168,64 +125,53 @@ bool Server::spawn_worker() {
     return true;
 }
 
+bool Server::wait_for_idle_thread() {
+    // A thread must be free for the next connection before accepting it:
+    // at the limit, new connections wait in the listen backlog.
+    std::unique_lock lock(mutex_);
+    while (idle_count_ <= handed_.size() && !stop_.requested()) {
+        if (workers_.size() < opts_.max_connections && !spawn_failed_) {
+            lock.unlock();
+            spawn_worker();
+            lock.lock();
+            continue;
+        }
+        pool_log_(Clock::now(), [&] {
+            return fmt::format(
+                "all {} connection threads busy{}: new connections wait in the backlog",
+                workers_.size(),
+                spawn_failed_ ? " (no more threads could be started)"
+                              : fmt::format(" (--max-connections {})", opts_.max_connections));
+        });
+        idle_.wait_for(lock, kPoll);
+    }
+    return !stop_.requested();
+}
+
 void Server::run() {
     for (unsigned i = 0; i < opts_.threads && i < opts_.max_connections; ++i)
         if (!spawn_worker()) break;
     if (workers_.empty()) throw std::runtime_error("no connection thread could be started");
 
-    pollfd fds[2] = {{listener_.get(), POLLIN, 0}, {stop_fd_, POLLIN, 0}};
-    bool stop = false;
-    while (!stop) {
-        // A thread must be free for the next connection before accepting it:
-        // at the limit, new connections wait in the listen backlog.
-        {
-            std::unique_lock lock(mutex_);
-            while (idle_count_ <= handed_.size() && !stop) {
-                if (workers_.size() < opts_.max_connections && !spawn_failed_) {
-                    lock.unlock();
-                    spawn_worker();
-                    lock.lock();
-                    continue;
-                }
-                if (pool_log_.allow(Clock::now())) {
-                    const unsigned long more = pool_log_.take_suppressed();
-                    runtime::log(fmt::format(
-                        "all {} connection threads busy{}: new connections wait in the "
-                        "backlog{}",
-                        workers_.size(),
-                        spawn_failed_
-                            ? " (no more threads could be started)"
-                            : fmt::format(" (--max-connections {})", opts_.max_connections),
-                        more ? fmt::format(" ({} more times)", more) : ""));
-                }
-                idle_.wait_for(lock, kPoll);
-                stop = readable(stop_fd_);
-            }
+    pollfd fds[2] = {{listener_.handle(), POLLIN, 0}, {stop_.handle(), POLLIN, 0}};
+    while (wait_for_idle_thread()) {
+        // The gate closed (at the limit, or out of descriptors): wait for
+        // its retry, or for the stop.
+        if (const auto now = Clock::now(); !gate_.reopen_due(now) && !gate_.open()) {
+            const auto wait = std::chrono::ceil<std::chrono::milliseconds>(gate_.retry_at() - now);
+            ::poll(&fds[1], 1, static_cast<int>(std::max<long long>(1, wait.count())));
+            continue;
         }
-        if (stop) break;
+        gate_.reopen();
         if (::poll(fds, 2, -1) < 0) {
             if (errno == EINTR) continue;
             throw std::system_error(errno, std::generic_category(), "poll");
         }
         if (fds[1].revents) break;
-        if (!(fds[0].revents & POLLIN)) continue;
-        if (!limit_.try_acquire()) {  // counted elsewhere too? wait for a release
-            std::unique_lock lock(mutex_);
-            idle_.wait_for(lock, kPoll);
-            continue;
-        }
-        const int fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC);
+        if (!(fds[0].revents & POLLIN) || !gate_.try_acquire(Clock::now())) continue;
+        const int fd = ::accept4(listener_.handle(), nullptr, nullptr, SOCK_CLOEXEC);
         if (fd < 0) {
-            const int err = errno;
-            limit_.release();
-            if (err == EAGAIN || err == EINTR || err == ECONNABORTED || err == EPROTO ||
-                err == EPERM)
-                continue;
-            if (accept_log_.allow(Clock::now()))
-                runtime::log(fmt::format("accept: {}; pausing accepts for {} ms",
-                                         std::strerror(err), kAcceptPause.count()));
-            pollfd s{stop_fd_, POLLIN, 0};
-            ::poll(&s, 1, static_cast<int>(kAcceptPause.count()));
+            gate_.failed(errno, Clock::now());
             continue;
         }
         // Accepted sockets are blocking (Linux does not pass O_NONBLOCK on);
@@ -243,13 +189,13 @@ void Server::run() {
     // a next request (their read sees EOF), let the others finish theirs
     // (answered with Connection: close), within --shutdown-timeout.
     stopping_.store(true);  // seq_cst: pairs with Worker::idle_in_read
-    listener_.reset();
+    listener_.close();
     const auto deadline = Clock::now() + opts_.shutdown_timeout;
     bool forced = false;
     std::unique_lock lock(mutex_);
     for (const int fd : handed_) {
         ::close(fd);
-        limit_.release();
+        gate_.release();
     }
     handed_.clear();
     while (idle_count_ < workers_.size()) {
@@ -305,7 +251,7 @@ void Server::worker_loop(Worker& w) {
             w.out.release();
             w.out.reserve(kOutSize);
         }
-        limit_.release();
+        gate_.release();
         lock.lock();
         ++idle_count_;
         idle_.notify_all();
@@ -336,7 +282,12 @@ void Server::serve(Worker& w, int fd) {
         bool off = false;
         if (in_head) {
             const auto now = Clock::now();
-            if (now >= head_deadline) return expire_head(w, fd);
+            if (now >= head_deadline) {
+                // Everything answered so far is written: the 408 follows it.
+                w.session.expire_head(w.out);
+                if (runtime::send_from(fd, w.out) == runtime::IoResult::done) linger(w, fd);
+                return;
+            }
             const auto until = std::min(head_deadline, last_read + opts_.idle_timeout);
             if (now >= until) return;  // quiet for --idle-timeout: closed like any idle connection
             want = std::chrono::ceil<std::chrono::milliseconds>(until - now);
@@ -371,30 +322,29 @@ void Server::serve(Worker& w, int fd) {
             if (head.is_new(w.session, head_deadline != Clock::time_point{}))
                 head_deadline = last_read + opts_.header_timeout;
         }
-        if (!write_all(fd, w.out)) return;
+        if (runtime::send_from(fd, w.out) != runtime::IoResult::done) return;
         if (r == http::Session::Result::close) return linger(w, fd);
     }
-}
-
-void Server::expire_head(Worker& w, int fd) {
-    // Everything answered so far is written (write_all): the 408 follows it.
-    w.session.expire_head(w.out);
-    if (write_all(fd, w.out)) linger(w, fd);
 }
 
 void Server::linger(Worker& w, int fd) {
     if (!runtime::start_lingering_close(fd, opts_.linger_timeout)) return;
     set_timeouts(fd, opts_.linger_timeout, opts_.linger_timeout);
     const auto deadline = Clock::now() + opts_.linger_timeout;
-    while (Clock::now() < deadline) {
-        const ssize_t n = ::read(fd, w.read_buf.get(), kReadSize);
-        if (n > 0 || (n < 0 && errno == EINTR)) continue;
-        return;
+    while (Clock::now() < deadline &&
+           runtime::discard_input(fd, w.read_buf.get(), kReadSize, 1) == runtime::IoResult::done) {
     }
 }
 
-void run_server(const runtime::WorkerContext& ctx) {
-    Server(ctx).run();
-}
-
 }  // namespace sm::blocking
+
+int main(int argc, char** argv) {
+    static constexpr sm::runtime::Model kModel{
+        .name = "blocking",
+        .description = "a thread per connection from a bounded pool (--threads started, up to "
+                       "--max-connections), blocking reads and writes",
+        .worker = [](const sm::runtime::WorkerContext& ctx) { sm::blocking::Server(ctx).run(); },
+        .listeners = sm::runtime::ListenerLayout::one,
+    };
+    return sm::runtime::serve(kModel, argc, argv);
+}

@@ -11,36 +11,19 @@
 // cores, and one idle thread per idle keep-alive connection.
 #pragma once
 
-#include <pthread.h>
-
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
 
-#include "http/byte_buffer.hpp"
-#include "http/response.hpp"
-#include "http/session.hpp"
+#include "runtime/accept_gate.hpp"
 #include "runtime/log.hpp"
 #include "runtime/server.hpp"
 
 namespace sm::blocking {
-
-// A joinable thread with a chosen stack size (std::thread cannot set one).
-class StackThread {
-  public:
-    StackThread(std::size_t stack_bytes, std::function<void()> body);
-    ~StackThread();
-    StackThread(const StackThread&) = delete;
-    StackThread& operator=(const StackThread&) = delete;
-
-  private:
-    pthread_t thread_{};
-};
 
 class Server {
   public:
@@ -54,16 +37,16 @@ class Server {
   private:
     struct Worker;
     bool spawn_worker();
+    bool wait_for_idle_thread();
     void worker_loop(Worker& w);
     void serve(Worker& w, int fd);
     void linger(Worker& w, int fd);
-    void expire_head(Worker& w, int fd);
     void stop_connections(int how, bool only_idle);
 
     const runtime::ServerOptions& opts_;
-    runtime::UniqueFd& listener_;
-    int stop_fd_;
-    runtime::ConnectionLimit& limit_;
+    runtime::Listener& listener_;
+    const runtime::StopSignal& stop_;
+    runtime::AcceptGate gate_;
 
     std::mutex mutex_;
     std::condition_variable work_;                  // a connection is queued, or exit
@@ -74,11 +57,7 @@ class Server {
     bool exit_ = false;                             // threads return once nothing is queued
     std::atomic<bool> stopping_{false};
     bool spawn_failed_ = false;
-
-    runtime::RateLimit accept_log_;
-    runtime::RateLimit pool_log_;
+    runtime::RateLimitedLog pool_log_;
 };
-
-void run_server(const runtime::WorkerContext& ctx);
 
 }  // namespace sm::blocking

@@ -18,8 +18,8 @@
 
 #include "ring.hpp"
 #include "runtime/log.hpp"
-#include "runtime/unique_fd.hpp"
-#include "worker.hpp"
+#include "runtime/posix/unique_fd.hpp"
+#include "uring.hpp"
 
 namespace sm::uring {
 namespace {

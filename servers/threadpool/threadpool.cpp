@@ -1,4 +1,4 @@
-#include "pool.hpp"
+#include "threadpool.hpp"
 
 #include <sys/socket.h>
 #include <unistd.h>
@@ -11,9 +11,8 @@
 
 #include <fmt/core.h>
 
-#include "runtime/epoll_util.hpp"
-#include "runtime/linger.hpp"
-#include "runtime/listen.hpp"
+#include "runtime/posix/epoll_util.hpp"
+#include "runtime/posix/socket_io.hpp"
 #include "runtime/tsan.hpp"
 #include "runtime/tuning.hpp"
 
@@ -34,16 +33,17 @@ namespace {
 constexpr int kReadsPerHandOff = 16;
 // While stopping, how often the reactor looks whether the workers are done.
 constexpr auto kStopPoll = std::chrono::milliseconds(20);
+constexpr runtime::ModelOption kQueueSize{
+    .name = "queue-size",
+    .help = "Ready connections the reactor may queue for the workers; when full the reactor "
+            "waits for a free slot (back-pressure), it drops nothing",
+    .value = 1024};
 
 char listen_tag;
 char stop_tag;
 
 using runtime::event_for;
 using runtime::throw_errno;
-
-Clock::rep ticks(Clock::time_point t) noexcept {
-    return t.time_since_epoch().count();
-}
 
 // The one syscall that hands a connection back: once it has taken effect the
 // connection's event may fire and another worker own (and close) it, even
@@ -56,49 +56,6 @@ __attribute__((noinline)) int epoll_rearm(int ep, int fd, epoll_event* ev) noexc
 }
 
 }  // namespace
-
-// --- the hand-off queue -------------------------------------------------------
-
-std::size_t HandOffQueue::push(Connection* const* items, std::size_t n) {
-    std::size_t waits = 0;
-    std::size_t i = 0;
-    std::unique_lock lock(mutex_);
-    while (i < n) {
-        while (count_ == ring_.size()) {
-            ++waits;
-            not_full_.wait(lock);
-        }
-        const std::size_t k = std::min(ring_.size() - count_, n - i);
-        for (std::size_t j = 0; j < k; ++j)
-            ring_[(head_ + count_ + j) % ring_.size()] = items[i + j];
-        count_ += k;
-        i += k;
-        if (k == 1)
-            not_empty_.notify_one();
-        else
-            not_empty_.notify_all();
-    }
-    return waits;
-}
-
-Connection* HandOffQueue::pop() {
-    std::unique_lock lock(mutex_);
-    not_empty_.wait(lock, [this] { return count_ != 0 || closed_; });
-    if (count_ == 0) return nullptr;
-    Connection* c = ring_[head_];
-    head_ = (head_ + 1) % ring_.size();
-    --count_;
-    not_full_.notify_one();
-    return c;
-}
-
-void HandOffQueue::close() {
-    {
-        const std::lock_guard lock(mutex_);
-        closed_ = true;
-    }
-    not_empty_.notify_all();
-}
 
 // --- the pool -------------------------------------------------------------------
 
@@ -114,17 +71,11 @@ struct Pool::Worker {
 
 Pool::Pool(const runtime::WorkerContext& ctx)
     : opts_(ctx.options),
-      listener_(ctx.listener),
-      stop_fd_(ctx.stop_fd),
-      limit_(ctx.connections),
-      ep_(::epoll_create1(EPOLL_CLOEXEC)),
-      queue_(ctx.options.queue_size) {
-    if (!ep_) throw_errno("epoll_create1");
-    auto lev = event_for(&listen_tag, EPOLLIN);
-    if (::epoll_ctl(ep_.get(), EPOLL_CTL_ADD, listener_.get(), &lev) != 0)
-        throw_errno("epoll_ctl(listener)");
-    auto sev = event_for(&stop_tag, EPOLLIN);
-    if (::epoll_ctl(ep_.get(), EPOLL_CTL_ADD, stop_fd_, &sev) != 0) throw_errno("epoll_ctl(stop)");
+      stop_(ctx.stop),
+      gate_(ctx.connections),
+      ep_(runtime::new_epoll(ctx.stop, &stop_tag)),
+      listener_(ep_.get(), ctx.listener, gate_, &listen_tag),
+      queue_(ctx.options.model_option(kQueueSize.name)) {
     for (unsigned i = 0; i < opts_.threads; ++i)
         workers_.push_back(std::make_unique<Worker>(opts_));
     for (unsigned i = 0; i < opts_.threads; ++i) {
@@ -145,7 +96,7 @@ Pool::~Pool() {
     // Only reached with connections left if run() failed: free them.
     while (Connection* c = registry_.pop_front()) {
         ::close(c->fd);
-        limit_.release();
+        gate_.release();
         std::unique_ptr<Connection> owned(c);
     }
 }
@@ -154,19 +105,15 @@ void Pool::run() {
     epoll_event events[runtime::kMaxEvents];
     std::vector<Connection*> ready;
     ready.reserve(runtime::kMaxEvents);
-    // Timeouts are enforced by a sweep: a quarter of the shortest timeout,
-    // within [10 ms, 500 ms].
-    const auto sweep_every = std::clamp<std::chrono::milliseconds>(
-        std::min({opts_.idle_timeout, opts_.linger_timeout, opts_.header_timeout}) / 4,
-        std::chrono::milliseconds(10), std::chrono::milliseconds(500));
+    // Timeouts are enforced by a sweep.
+    const auto sweep_every = runtime::SharedDeadlines::sweep_interval(opts_);
     next_sweep_ = Clock::now() + sweep_every;
     while (true) {
         if (stopping_) {
             const std::lock_guard lock(registry_mutex_);
             if (open_ == 0) break;
         }
-        auto next = next_sweep_;
-        if (accept_paused_) next = std::min(next, accept_resume_);
+        auto next = std::min(next_sweep_, gate_.retry_at());
         if (stopping_) next = std::min(next, Clock::now() + kStopPoll);
         const auto wait = std::chrono::ceil<std::chrono::milliseconds>(next - Clock::now());
         const int n = ::epoll_wait(ep_.get(), events, runtime::kMaxEvents,
@@ -177,7 +124,7 @@ void Pool::run() {
         for (int i = 0; i < n; ++i) {
             void* tag = events[i].data.ptr;
             if (tag == &listen_tag) {
-                accept_connections();
+                listener_.accept(now, [this](int fd) { return adopt(fd); });
             } else if (tag == &stop_tag) {
                 begin_shutdown(now);
             } else {
@@ -188,22 +135,18 @@ void Pool::run() {
             }
         }
         // One lock for the whole batch.
-        if (!ready.empty() && queue_.push(ready.data(), ready.size()) != 0 &&
-            queue_log_.allow(now)) {
-            const unsigned long more = queue_log_.take_suppressed();
-            runtime::log(fmt::format(
-                "hand-off queue full (--queue-size {}): the reactor waited for a worker{}",
-                opts_.queue_size, more ? fmt::format(" ({} more times)", more) : ""));
+        if (!ready.empty() && queue_.push(ready.data(), ready.size()) != 0) {
+            queue_log_(now, [&] {
+                return fmt::format(
+                    "hand-off queue full (--queue-size {}): the reactor waited for a worker",
+                    opts_.model_option(kQueueSize.name));
+            });
         }
         if (now >= next_sweep_) {
             sweep(now);
             next_sweep_ = now + sweep_every;
         }
-        if (accept_paused_ && now >= accept_resume_ && listener_) {
-            accept_paused_ = false;
-            auto ev = event_for(&listen_tag, EPOLLIN);
-            ::epoll_ctl(ep_.get(), EPOLL_CTL_ADD, listener_.get(), &ev);
-        }
+        listener_.reopen_if_due(now);
         if (stopping_ && now >= shutdown_deadline_) {
             // Out of time: reset what is left; the owners close it.
             const std::lock_guard lock(registry_mutex_);
@@ -214,42 +157,19 @@ void Pool::run() {
     threads_.clear();  // joins the workers
 }
 
-void Pool::accept_connections() {
-    for (int i = 0; i < runtime::kAcceptBatch && listener_; ++i) {
-        if (!limit_.try_acquire()) return pause_accepting(runtime::kLimitPause);
-        const int fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) {
-            const int err = errno;
-            limit_.release();
-            if (err == EAGAIN) return;
-            if (err == EINTR || err == ECONNABORTED || err == EPROTO || err == EPERM) continue;
-            if (accept_log_.allow(Clock::now()))
-                runtime::log(fmt::format("accept: {}; pausing accepts for {} ms",
-                                         std::strerror(err), runtime::kAcceptPause.count()));
-            return pause_accepting(runtime::kAcceptPause);
-        }
-        runtime::set_nodelay(fd);
-        auto owned = std::make_unique<Connection>(fd, workers_[0]->cache, opts_.limits);
-        Connection* c = owned.get();
-        c->last_active.store(ticks(Clock::now()), std::memory_order_relaxed);
-        {
-            const std::lock_guard lock(registry_mutex_);
-            registry_.push_back(*c);
-            ++open_;
-        }
-        // Owned by the registry from here; epoll holds a pointer while armed.
-        owned.release();
-        auto ev = event_for(c, EPOLLIN | EPOLLRDHUP | EPOLLONESHOT);
-        if (::epoll_ctl(ep_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) close_connection(*c);
+bool Pool::adopt(int fd) {
+    auto owned = std::make_unique<Connection>(fd, workers_[0]->cache, opts_.limits);
+    Connection* c = owned.get();
+    {
+        const std::lock_guard lock(registry_mutex_);
+        registry_.push_back(*c);
+        ++open_;
     }
-}
-
-void Pool::pause_accepting(std::chrono::milliseconds for_how_long) {
-    // Connections wait in the backlog meanwhile; a level-triggered listener
-    // left armed would wake the reactor in a loop.
-    ::epoll_ctl(ep_.get(), EPOLL_CTL_DEL, listener_.get(), nullptr);
-    accept_paused_ = true;
-    accept_resume_ = Clock::now() + for_how_long;
+    // Owned by the registry from here; epoll holds a pointer while armed.
+    owned.release();
+    auto ev = event_for(c, EPOLLIN | EPOLLRDHUP | EPOLLONESHOT);
+    if (::epoll_ctl(ep_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) close_connection(*c);
+    return true;
 }
 
 void Pool::sweep(Clock::time_point now) {
@@ -257,26 +177,22 @@ void Pool::sweep(Clock::time_point now) {
     // down, its owner (or the next worker to get its event) sees EOF and
     // closes it. A worker leaves the registry before closing the descriptor,
     // so the descriptor shut down here is never someone else's.
-    const Clock::rep t = ticks(now);
-    const Clock::rep idle = std::chrono::duration_cast<Clock::duration>(opts_.idle_timeout).count();
     const std::lock_guard lock(registry_mutex_);
     registry_.for_each([&](Connection& c) {
-        const Clock::rep linger = c.linger_deadline.load(std::memory_order_relaxed);
-        if ((linger != 0 && t >= linger) ||
-            t - c.last_active.load(std::memory_order_relaxed) >= idle) {
-            ::shutdown(c.fd, SHUT_RDWR);
-            return;
-        }
-        // A request head past its deadline gets a 408, which only the owner
-        // can write: wake it. Armed means in epoll and owned by no worker, so
-        // re-arming with EPOLLOUT (writable: fires at once) hands it to one,
-        // and service() answers. Should a worker's own re-arm overwrite this
-        // one, the next sweep wakes it again. The registry lock keeps the
-        // descriptor open meanwhile (owners leave the registry before closing).
-        const Clock::rep head = c.head_deadline.load(std::memory_order_relaxed);
-        if (head != 0 && t >= head && c.armed.load(std::memory_order_acquire)) {
-            auto ev = event_for(&c, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLONESHOT);
-            epoll_rearm(ep_.get(), c.fd, &ev);
+        switch (c.deadlines.due(now, opts_.idle_timeout)) {
+            case runtime::SharedDeadlines::Due::nothing: return;
+            case runtime::SharedDeadlines::Due::close: ::shutdown(c.fd, SHUT_RDWR); return;
+            case runtime::SharedDeadlines::Due::head:
+                // A late request head gets a 408, which only the owner can
+                // write: wake it. Armed means in epoll and owned by no worker,
+                // so re-arming with EPOLLOUT (writable: fires at once) hands it
+                // to one, and service() answers. Should a worker's own re-arm
+                // overwrite this one, the next sweep wakes it again. The
+                // registry lock keeps the descriptor open meanwhile (owners
+                // leave the registry before closing).
+                if (!c.armed.load(std::memory_order_acquire)) return;
+                auto ev = event_for(&c, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLONESHOT);
+                epoll_rearm(ep_.get(), c.fd, &ev);
         }
     });
 }
@@ -285,9 +201,8 @@ void Pool::begin_shutdown(Clock::time_point now) {
     if (stopping_) return;
     stopping_ = true;
     shutdown_deadline_ = now + opts_.shutdown_timeout;
-    ::epoll_ctl(ep_.get(), EPOLL_CTL_DEL, stop_fd_, nullptr);  // it stays readable
-    if (!accept_paused_) ::epoll_ctl(ep_.get(), EPOLL_CTL_DEL, listener_.get(), nullptr);
-    listener_.reset();  // new connections are refused, not queued
+    ::epoll_ctl(ep_.get(), EPOLL_CTL_DEL, stop_.handle(), nullptr);  // it stays readable
+    listener_.close();  // new connections are refused, not queued
     // Owners see EOF once they have read what already arrived: they answer
     // complete requests (with Connection: close) and close.
     const std::lock_guard lock(registry_mutex_);
@@ -306,19 +221,13 @@ void Pool::worker_loop(Worker& w) {
 }
 
 void Pool::service(Worker& w, Connection& c, std::uint32_t events) {
-    const Clock::rep now = ticks(Clock::now());
-    c.last_active.store(now, std::memory_order_relaxed);
-    if (const Clock::rep head = c.head_deadline.load(std::memory_order_relaxed);
-        head != 0 && now >= head && !c.lingering)
-        return expire_head(w, c);
+    const auto now = Clock::now();
+    c.deadlines.touch(now);
+    if (!c.lingering && c.deadlines.head_due(now)) return expire_head(w, c);
     if (c.lingering) {
-        for (int i = 0; i < kReadsPerHandOff; ++i) {
-            const ssize_t n = ::read(c.fd, w.read_buf.get(), runtime::kReadSize);
-            if (n > 0) continue;
-            if (n < 0 && errno == EINTR) continue;
-            if (n < 0 && errno == EAGAIN) return rearm(c, EPOLLIN | EPOLLRDHUP);
+        if (runtime::discard_input(c.fd, w.read_buf.get(), runtime::kReadSize,
+                                   kReadsPerHandOff) == runtime::IoResult::closed)
             return close_connection(c);  // the client closed, or an error
-        }
         return rearm(c, EPOLLIN | EPOLLRDHUP);
     }
     if (!c.pending.empty()) {
@@ -338,7 +247,7 @@ void Pool::service(Worker& w, Connection& c, std::uint32_t events) {
         if (n > 0) {
             --budget;
             const auto r = c.session.feed({w.read_buf.get(), static_cast<std::size_t>(n)}, w.out);
-            track_head(c);
+            c.deadlines.track_head(c.session, now, opts_.header_timeout);
             if (r == http::Session::Result::close) {
                 c.want_close = true;
                 break;
@@ -375,15 +284,7 @@ void Pool::service(Worker& w, Connection& c, std::uint32_t events) {
 }
 
 bool Pool::flush(Connection& c, http::ByteBuffer& out) {
-    while (!out.empty()) {
-        const ssize_t w = ::send(c.fd, out.data(), out.size(), MSG_NOSIGNAL);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return errno == EAGAIN;
-        }
-        out.consume(static_cast<std::size_t>(w));
-    }
-    return true;
+    return runtime::send_from(c.fd, out) != runtime::IoResult::closed;
 }
 
 void Pool::rearm(Connection& c, std::uint32_t events) {
@@ -396,20 +297,8 @@ void Pool::rearm(Connection& c, std::uint32_t events) {
     if (epoll_rearm(ep_.get(), fd, &ev) != 0) close_connection(c);
 }
 
-void Pool::track_head(Connection& c) noexcept {
-    // The deadline is set when a head begins and never moved by the bytes
-    // that follow: trickling cannot extend it (slowloris).
-    const bool timed = c.head_deadline.load(std::memory_order_relaxed) != 0;
-    if (!c.session.in_head()) {
-        if (timed) c.head_deadline.store(0, std::memory_order_relaxed);
-        return;
-    }
-    if (!c.head.is_new(c.session, timed)) return;
-    c.head_deadline.store(ticks(Clock::now() + opts_.header_timeout), std::memory_order_relaxed);
-}
-
 void Pool::expire_head(Worker& w, Connection& c) {
-    c.head_deadline.store(0, std::memory_order_relaxed);
+    c.deadlines.clear_head();
     // Responses still queued: the client is not reading, so it gets no 408.
     if (!c.pending.empty()) return close_connection(c);
     c.session.expire_head(w.out);
@@ -424,7 +313,7 @@ void Pool::start_linger(Worker& w, Connection& c) {
     // The sweep enforces the deadline.
     if (!runtime::start_lingering_close(c.fd, opts_.linger_timeout)) return close_connection(c);
     c.lingering = true;
-    c.linger_deadline.store(ticks(Clock::now() + opts_.linger_timeout), std::memory_order_relaxed);
+    c.deadlines.linger(Clock::now(), opts_.linger_timeout);
     service(w, c, EPOLLIN);
 }
 
@@ -435,12 +324,21 @@ void Pool::close_connection(Connection& c) {
         --open_;
     }
     ::close(c.fd);  // also leaves the epoll set
-    limit_.release();
+    gate_.release();
     std::unique_ptr<Connection> owned(&c);  // the registry's ownership ends here
 }
 
-void run_pool(const runtime::WorkerContext& ctx) {
-    Pool(ctx).run();
-}
-
 }  // namespace sm::threadpool
+
+int main(int argc, char** argv) {
+    static constexpr sm::runtime::ModelOption kOptions[] = {sm::threadpool::kQueueSize};
+    static constexpr sm::runtime::Model kModel{
+        .name = "threadpool",
+        .description = "half-sync/half-async: one epoll reactor hands ready connections to "
+                       "--threads workers through a bounded queue",
+        .worker = [](const sm::runtime::WorkerContext& ctx) { sm::threadpool::Pool(ctx).run(); },
+        .listeners = sm::runtime::ListenerLayout::one,
+        .options = kOptions,
+    };
+    return sm::runtime::serve(kModel, argc, argv);
+}

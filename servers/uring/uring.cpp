@@ -1,25 +1,18 @@
-#include "worker.hpp"
+#include "uring.hpp"
 
 #include <poll.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
-#include <cstdlib>
-#include <cstring>
 #include <ctime>
-#include <stdexcept>
 #include <string_view>
 #include <system_error>
 #include <utility>
 
 #include <fmt/core.h>
 
-#include "runtime/head_list.hpp"
-#include "runtime/linger.hpp"
-#include "runtime/listen.hpp"
+#include "probe.hpp"
 #include "runtime/tuning.hpp"
 
 namespace sm::uring {
@@ -45,10 +38,18 @@ constexpr unsigned kCqEntries = 8192;
 // one page per buffer.
 constexpr std::size_t kBufferSize = 8 * 1024;
 constexpr std::uint16_t kBufferGroup = 0;
+constexpr runtime::ModelOption kUringBuffers{
+    .name = "uring-buffers",
+    .help = "Provided receive buffers (8 KiB each, resident from the start) per thread's "
+            "io_uring; a power of two. Too few for the busy connections and recvs wait for the "
+            "next batch",
+    .value = 1024,
+    .max = 32768,
+    .power_of_two = true};
 // Output a connection may hold (sending + collected) before its recv is
 // cancelled: a client that pipelines without reading is then held back by
 // TCP flow control, not by our memory. Same bound as server-epoll's batch.
-constexpr std::size_t kHighWater = 256 * 1024;
+constexpr std::size_t kHighWater = runtime::kBatchOutput;
 // Its recv is re-armed once the output has drained below this.
 constexpr std::size_t kLowWater = 64 * 1024;
 // Output buffers grown beyond this by a backlog are freed once drained.
@@ -59,8 +60,6 @@ constexpr std::size_t kKeepCapacity = 64 * 1024;
 constexpr std::size_t kPooledCapacity = 4 * 1024;
 // Completions taken from the queue per peek.
 constexpr unsigned kCqeBatch = 256;
-using runtime::kAcceptPause;
-using runtime::kLimitPause;
 
 constexpr std::uint64_t kOpMask = 7;
 
@@ -76,15 +75,19 @@ std::size_t output_of(const Connection& c) noexcept {
     return c.out.size() + c.sending.size();
 }
 
+void trim(http::ByteBuffer& b, std::size_t keep) noexcept {
+    b.clear();
+    if (b.capacity() > keep) b.release();
+}
+
 }  // namespace
 
 Worker::Worker(const runtime::WorkerContext& ctx)
-    : opts_(ctx.options),
-      listener_(ctx.listener),
-      stop_fd_(ctx.stop_fd),
-      limit_(ctx.connections),
+    : listener_(ctx.listener),
+      stop_(ctx.stop),
       cache_(ctx.options.mode, std::time(nullptr)),
-      buffers_(ctx.options.uring_buffers, kBufferSize),
+      conns_(ctx, cache_),
+      buffers_(static_cast<unsigned>(ctx.options.model_option(kUringBuffers.name)), kBufferSize),
       now_(Clock::now()) {
     // Made on the worker thread: with SINGLE_ISSUER it is the only thread
     // that may submit to this ring.
@@ -95,11 +98,15 @@ Worker::Worker(const runtime::WorkerContext& ctx)
 }
 
 void Worker::run() {
-    arm_stop();
+    // The stop signal stays readable once set (it is shared by all threads
+    // and never drained): a one-shot poll fires once.
+    io_uring_sqe* s = ring_.sqe();
+    io_uring_prep_poll_add(s, stop_.handle(), POLLIN);
+    queued(s, kStop);
     arm_accept();
     // Returns with no operation in flight: every connection finalized, the
     // accept and the stop poll completed, every cancel answered.
-    while (!(stopping_ && live_ == 0 && inflight_ == 0)) {
+    while (!(conns_.finished() && inflight_ == 0)) {
         wait();
         now_ = Clock::now();
         // The Date line is re-rendered only when the second changes.
@@ -109,16 +116,18 @@ void Worker::run() {
         // so one connection's responses to all of it leave in one send.
         while (Connection* c = work_.pop_front())
             work(*c);
-        run_timers();
+        conns_.expire(
+            now_, [this](Connection& c) { close_now(c); },
+            [this](Connection& c) { expire_head(c); });
         // A slot freed here or by another thread resumes accepting at once.
-        if (paused_at_limit_ && limit_.open() < limit_.max()) try_resume_at_limit();
+        if (conns_.gate.reopen_due(now_)) resume_accepting();
     }
 }
 
 void Worker::wait() {
     // Everything prepared since the last call goes to the kernel in the same
     // io_uring_enter that waits for the next completion.
-    const Clock::time_point deadline = next_deadline();
+    const Clock::time_point deadline = conns_.next_deadline();
     int rc;
     if (deadline == Clock::time_point::max()) {
         rc = io_uring_submit_and_wait(ring_.get(), 1);
@@ -163,33 +172,29 @@ void Worker::complete(std::uint64_t user_data, int res, unsigned flags) {
     }
 }
 
-void Worker::arm_stop() {
-    // The stop eventfd stays readable once signalled (it is shared by all
-    // threads and never drained): a one-shot poll fires once.
-    io_uring_sqe* s = ring_.sqe();
-    io_uring_prep_poll_add(s, stop_fd_, POLLIN);
-    io_uring_sqe_set_data64(s, kStop);
+void Worker::queued(io_uring_sqe* s, std::uint64_t user_data) noexcept {
+    io_uring_sqe_set_data64(s, user_data);
     ++inflight_;
 }
 
+// --- Accepting ------------------------------------------------------------------
+
 void Worker::arm_accept() {
-    if (!listener_ || stopping_ || accept_armed_ || accept_paused_) return;
+    if (!listener_ || !conns_.gate.open() || accept_armed_) return;
     io_uring_sqe* s = ring_.sqe();
     // Accepted sockets stay blocking: io_uring tries every recv and send
     // without waiting anyway and arms its internal poll on EAGAIN.
-    io_uring_prep_multishot_accept(s, listener_.get(), nullptr, nullptr, SOCK_CLOEXEC);
-    io_uring_sqe_set_data64(s, kAccept);
+    io_uring_prep_multishot_accept(s, listener_.handle(), nullptr, nullptr, SOCK_CLOEXEC);
+    queued(s, kAccept);
     accept_armed_ = true;
-    ++inflight_;
 }
 
 void Worker::cancel_accept() {
     if (!accept_armed_ || accept_cancelling_) return;
     io_uring_sqe* s = ring_.sqe();
     io_uring_prep_cancel64(s, kAccept, 0);
-    io_uring_sqe_set_data64(s, kIgnore);
+    queued(s, kIgnore);
     accept_cancelling_ = true;
-    ++inflight_;
 }
 
 void Worker::on_accept(int res, unsigned flags) {
@@ -197,34 +202,25 @@ void Worker::on_accept(int res, unsigned flags) {
         accept_armed_ = accept_cancelling_ = false;
         --inflight_;
     }
+    // ECANCELED is ours (at the limit, or stopping); an exhausted table
+    // closes the gate for a while.
     if (res >= 0) {
         adopt(res);
-    } else {
-        switch (-res) {
-            case ECANCELED:     // ours: at the limit, or stopping
-            case ECONNABORTED:  // the client gave up while queued
-            case EINTR:
-            case EAGAIN:
-            case EPROTO:
-            case EPERM:  // a firewall rule refused it
-                break;
-            default:  // EMFILE, ENFILE, ENOBUFS, ENOMEM: out of resources
-                if (!paused_at_limit_) pause_accepting(-res);
-                break;
-        }
+    } else if (res != -ECANCELED) {
+        conns_.gate.refused(-res, now_);
     }
     // A multishot accept ends on any error (and on a full completion queue):
-    // arm a new one unless accepting is paused.
+    // arm a new one unless the gate is closed.
     if (!accept_armed_) arm_accept();
 }
 
 void Worker::adopt(int fd) {
-    if (stopping_) {
+    if (conns_.stopping()) {
         // Accepted before the cancel reached the listener: refused like the rest.
         ::close(fd);
         return;
     }
-    if (!parked_.empty() || !limit_.try_acquire()) {
+    if (!parked_.empty() || !conns_.gate.try_acquire(now_)) {
         // Over --max-connections: the multishot accept took it before it
         // could be stopped. It waits here, unserved, as it would have in the backlog.
         parked_.push_back(fd);
@@ -232,73 +228,36 @@ void Worker::adopt(int fd) {
     }
     open_connection(fd);
     // At the limit now: stop taking connections from the backlog.
-    if (limit_.open() >= limit_.max()) pause_at_limit();
+    if (conns_.gate.budget_spent()) pause_at_limit();
 }
 
 void Worker::open_connection(int fd) {
     runtime::set_nodelay(fd);
-    Connection* c;
-    if (!free_.empty()) {
-        c = free_.back();
-        free_.pop_back();
-    } else {
-        c = &pool_.emplace_back(cache_, opts_.limits);
-    }
-    c->fd = fd;
-    ++live_;
-    touch(*c);
-    arm_recv(*c);
+    Connection& c = conns_.open(now_);
+    c.fd = fd;
+    arm_recv(c);
 }
 
 void Worker::pause_at_limit() {
-    accept_resume_ = now_ + kLimitPause;
-    if (paused_at_limit_) return;
-    // New connections wait in the listen backlog until a slot frees: closing
-    // a connection here resumes at once, one closed by another thread
-    // within kLimitPause.
-    paused_at_limit_ = accept_paused_ = true;
+    conns_.gate.close_at_limit(now_);
     cancel_accept();
-    if (limit_log_.allow(now_)) {
-        const unsigned long more = limit_log_.take_suppressed();
-        runtime::log(
-            fmt::format("--max-connections {} reached: new connections wait in the backlog{}",
-                        limit_.max(), more ? fmt::format(" ({} more times)", more) : ""));
-    }
 }
 
-void Worker::try_resume_at_limit() {
-    if (!paused_at_limit_ || stopping_) return;
+void Worker::resume_accepting() {
+    // Parked connections first, oldest first, as slots free.
     while (!parked_.empty()) {
-        if (!limit_.try_acquire()) {
-            accept_resume_ = now_ + kLimitPause;
-            return;
-        }
+        if (!conns_.gate.try_acquire(now_)) return;
         const int fd = parked_.front();
         parked_.pop_front();
         open_connection(fd);
     }
-    if (limit_.open() >= limit_.max()) {
-        accept_resume_ = now_ + kLimitPause;
-        return;
-    }
-    paused_at_limit_ = accept_paused_ = false;
+    if (conns_.gate.at_limit() && conns_.gate.budget_spent()) return pause_at_limit();
+    conns_.gate.reopen();
     // While the cancelled accept is still armed, its last completion re-arms.
     arm_accept();
 }
 
-void Worker::pause_accepting(int err) {
-    // The multishot accept has ended; with a full descriptor table a new one
-    // would fail at once, forever: leave connections in the backlog and look
-    // again shortly.
-    accept_paused_ = true;
-    accept_resume_ = now_ + kAcceptPause;
-    if (accept_log_.allow(now_)) {
-        const unsigned long more = accept_log_.take_suppressed();
-        runtime::log(fmt::format("accept: {}; pausing accepts for {} ms ({} connections open{})",
-                                 std::strerror(err), kAcceptPause.count(), live_,
-                                 more ? fmt::format(", {} more like this", more) : ""));
-    }
-}
+// --- Receiving and sending ------------------------------------------------------
 
 void Worker::arm_recv(Connection& c) {
     io_uring_sqe* s = ring_.sqe();
@@ -306,10 +265,9 @@ void Worker::arm_recv(Connection& c) {
     io_uring_prep_recv_multishot(s, c.fd, nullptr, 0, 0);
     s->flags |= IOSQE_BUFFER_SELECT;
     s->buf_group = kBufferGroup;
-    io_uring_sqe_set_data64(s, tag(c, kRecv));
+    queued(s, tag(c, kRecv));
     c.recv_armed = true;
     ++c.ops;
-    ++inflight_;
 }
 
 void Worker::on_recv(Connection& c, int res, unsigned flags) {
@@ -322,20 +280,15 @@ void Worker::on_recv(Connection& c, int res, unsigned flags) {
         const auto id = static_cast<std::uint16_t>(flags >> IORING_CQE_BUFFER_SHIFT);
         // Lingering, closing, or after the session ended: input is discarded.
         if (res > 0 && !c.closing && !c.lingering && !c.want_close) {
-            touch(c);
+            conns_.deadlines.touch(c, now_);
             const std::string_view data(buffers_.buffer(id), static_cast<std::size_t>(res));
+            // Over the mark: keep the bytes (in order) until the output drains.
             if (c.recv_paused) {
-                // Over the mark: keep the bytes (in order) until the output drains.
                 c.held.append(data);
             } else {
-                const auto r = c.session.feed(data, c.out);
-                track_head(c);
-                if (r == http::Session::Result::close) {
-                    c.want_close = true;  // what follows is not answered
-                } else if (output_of(c) >= kHighWater) {
-                    // The output overshoots the mark by one buffer's responses at most.
-                    pause_recv(c);
-                }
+                feed(c, data);
+                // The output overshoots the mark by one buffer's responses at most.
+                if (!c.want_close && output_of(c) >= kHighWater) pause_recv(c);
             }
         }
         buffers_.give_back(id);
@@ -360,14 +313,13 @@ void Worker::on_recv(Connection& c, int res, unsigned flags) {
 
 void Worker::note_ring_dry() {
     // Harmless (the recv waits for the next batch) but a sign the ring is
-    // small for this load: say so, at most once a second.
-    if (!dry_log_.allow(now_)) return;
-    const unsigned long more = dry_log_.take_suppressed();
-    runtime::log(
-        fmt::format("the {} provided buffers of {} KiB ran dry: a recv waits for the next batch{} "
-                    "(--uring-buffers sets the count)",
-                    buffers_.count(), buffers_.size() / 1024,
-                    more ? fmt::format(" ({} more times)", more) : ""));
+    // small for this load.
+    dry_log_(now_, [&] {
+        return fmt::format(
+            "the {} provided buffers of {} KiB ran dry: a recv waits for the next batch "
+            "(--uring-buffers sets the count)",
+            buffers_.count(), buffers_.size() / 1024);
+    });
 }
 
 void Worker::pause_recv(Connection& c) {
@@ -378,18 +330,31 @@ void Worker::pause_recv(Connection& c) {
     // held, not fed: see feed_held().
     io_uring_sqe* s = ring_.sqe();
     io_uring_prep_cancel64(s, tag(c, kRecv), 0);
-    io_uring_sqe_set_data64(s, kIgnore);
+    queued(s, kIgnore);
     c.recv_cancelling = true;
-    ++inflight_;
 }
 
-void Worker::start_send(Connection& c) {
-    io_uring_sqe* s = ring_.sqe();
-    io_uring_prep_send(s, c.fd, c.sending.data(), c.sending.size(), MSG_NOSIGNAL);
-    io_uring_sqe_set_data64(s, tag(c, kSend));
-    c.send_in_flight = true;
-    ++c.ops;
-    ++inflight_;
+void Worker::feed(Connection& c, std::string_view data) {
+    const auto r = c.session.feed(data, c.out);
+    conns_.deadlines.track_head(c, now_);
+    if (r == http::Session::Result::close) {
+        c.want_close = true;  // what follows is not answered
+        c.held.clear();
+    }
+}
+
+void Worker::feed_held(Connection& c) {
+    // A buffer's worth at a time, as if it had just been received, until the
+    // output is over the mark again (recv stays paused) or nothing is held.
+    while (!c.held.empty() && output_of(c) < kHighWater) {
+        const std::size_t n = std::min(c.held.size(), kBufferSize);
+        const std::string_view chunk(c.held.data(), n);
+        feed(c, chunk);
+        if (!c.held.empty()) c.held.consume(n);
+    }
+    if (!c.held.empty()) return;
+    if (c.held.capacity() > kKeepCapacity) c.held.release();
+    c.recv_paused = false;  // work() re-arms the recv
 }
 
 void Worker::on_send(Connection& c, int res) {
@@ -406,27 +371,9 @@ void Worker::on_send(Connection& c, int res) {
     }
     // A short send leaves the rest in `sending`; work() sends it next.
     c.sending.consume(static_cast<std::size_t>(res));
-    if (res > 0) touch(c);
+    if (res > 0) conns_.deadlines.touch(c, now_);
     if (c.recv_paused && output_of(c) <= kLowWater) feed_held(c);
     mark(c);
-}
-
-void Worker::feed_held(Connection& c) {
-    // A buffer's worth at a time, as if it had just been received, until the
-    // output is over the mark again (recv stays paused) or nothing is held.
-    while (!c.held.empty() && output_of(c) < kHighWater) {
-        const std::size_t n = std::min(c.held.size(), kBufferSize);
-        const auto r = c.session.feed({c.held.data(), n}, c.out);
-        track_head(c);
-        c.held.consume(n);
-        if (r == http::Session::Result::close) {
-            c.want_close = true;
-            c.held.clear();
-        }
-    }
-    if (!c.held.empty()) return;
-    if (c.held.capacity() > kKeepCapacity) c.held.release();
-    c.recv_paused = false;  // work() re-arms the recv
 }
 
 void Worker::mark(Connection& c) noexcept {
@@ -443,9 +390,12 @@ void Worker::work(Connection& c) {
             if (c.out.capacity() > kKeepCapacity) c.out.release();  // grown by a backlog
         }
         if (!c.sending.empty()) {
-            start_send(c);
-        } else if (c.held.empty() &&
-                   (c.want_close || c.peer_closed || (stopping_ && c.session.idle()))) {
+            io_uring_sqe* s = ring_.sqe();
+            io_uring_prep_send(s, c.fd, c.sending.data(), c.sending.size(), MSG_NOSIGNAL);
+            queued(s, tag(c, kSend));
+            c.send_in_flight = true;
+            ++c.ops;
+        } else if (c.held.empty() && (c.want_close || c.peer_closed || conns_.done_with(c))) {
             // Everything we owe the client is sent.
             finish(c);
             // Closed (and maybe finalized: then fd is -1 and the flags are
@@ -457,21 +407,9 @@ void Worker::work(Connection& c) {
         arm_recv(c);
 }
 
-void Worker::touch(Connection& c) noexcept {
-    if (c.lingering || c.closing) return;
-    // Already at the back with this iteration's time: the list stays sorted.
-    if (c.last_active == now_ && c.idle_hook.linked()) return;
-    c.last_active = now_;
-    ActivityList::remove(c);
-    by_activity_.push_back(c);
-}
-
-void Worker::track_head(Connection& c) noexcept {
-    runtime::track_head(in_head_, c, now_ + opts_.header_timeout);
-}
+// --- Closing ----------------------------------------------------------------------
 
 void Worker::expire_head(Connection& c) {
-    HeadList::remove(c);
     // Responses still queued: the client is not reading, so it gets no 408.
     if (output_of(c) != 0 || c.send_in_flight || !c.held.empty()) return close_now(c);
     c.session.expire_head(c.out);
@@ -480,27 +418,15 @@ void Worker::expire_head(Connection& c) {
 }
 
 void Worker::finish(Connection& c) {
-    if (c.peer_closed) return close_now(c);
-    start_linger(c);
-}
-
-void Worker::start_linger(Connection& c) {
-    if (!runtime::start_lingering_close(c.fd, opts_.linger_timeout)) return close_now(c);
-    c.lingering = true;
+    if (c.peer_closed || !conns_.start_linger(c, c.fd, now_)) return close_now(c);
     c.recv_paused = false;
-    ActivityList::remove(c);  // bounded by the linger deadline instead
-    HeadList::remove(c);
-    c.linger_deadline = now_ + opts_.linger_timeout;
-    lingering_.push_back(c);
 }
 
 void Worker::close_now(Connection& c) {
     if (c.closing) return;
     c.closing = true;
-    ActivityList::remove(c);
-    LingerList::remove(c);
+    runtime::Deadlines<Connection>::forget(c);
     WorkList::remove(c);
-    HeadList::remove(c);
     c.out.clear();
     c.held.clear();
     if (c.ops == 0) return finalize(c);
@@ -509,89 +435,51 @@ void Worker::close_now(Connection& c) {
     // stays open until then, so the cancel cannot reach a successor.
     io_uring_sqe* s = ring_.sqe();
     io_uring_prep_cancel_fd(s, c.fd, IORING_ASYNC_CANCEL_ALL);
-    io_uring_sqe_set_data64(s, kIgnore);
-    ++inflight_;
+    queued(s, kIgnore);
 }
 
 void Worker::finalize(Connection& c) {
     ::close(c.fd);
     c.fd = -1;
-    c.session.reset();
-    c.out.clear();
-    c.sending.clear();
-    c.held.clear();
-    if (c.out.capacity() > kPooledCapacity) c.out.release();
-    if (c.sending.capacity() > kPooledCapacity) c.sending.release();
-    if (c.held.capacity() > kPooledCapacity) c.held.release();
+    trim(c.out, kPooledCapacity);
+    trim(c.sending, kPooledCapacity);
+    trim(c.held, kPooledCapacity);
     c.recv_armed = c.recv_cancelling = c.recv_paused = c.send_in_flight = false;
-    c.peer_closed = c.want_close = c.lingering = c.closing = false;
-    free_.push_back(&c);
-    --live_;
-    // The slot is noticed by the loop (run()), not here: callers may still
-    // hold `c`, which a connection taken from parked_ could reuse at once.
-    limit_.release();
+    c.peer_closed = c.want_close = c.closing = false;
+    // The freed slot is noticed by the loop (run()), not here: callers may
+    // still hold `c`, which a connection taken from parked_ could reuse at once.
+    conns_.closed(c);
+    conns_.recycle(c);
 }
 
 void Worker::begin_shutdown() {
-    if (stopping_) return;
-    stopping_ = true;
-    shutdown_deadline_ = now_ + opts_.shutdown_timeout;
     // Stop accepting: the listener's file lives until the accept is
     // cancelled (in this iteration's submission); then new connections are
     // refused rather than queued.
     cancel_accept();
-    accept_paused_ = paused_at_limit_ = false;
-    listener_.reset();
+    listener_.close();
     for (const int fd : parked_)
         ::close(fd);
     parked_.clear();
-    for (Connection& c : pool_) {
-        if (c.fd < 0 || c.closing || c.lingering) continue;
-        // Any response still to come carries "Connection: close".
-        c.session.request_close();
-        if (!c.send_in_flight && output_of(c) == 0 && c.held.empty() && c.session.idle())
-            close_now(c);
-        // Otherwise a response is being sent or a request is partly here:
-        // it finishes, bounded by shutdown_deadline_.
-    }
-}
-
-void Worker::run_timers() {
-    while (!lingering_.empty() && lingering_.front().linger_deadline <= now_)
-        close_now(lingering_.front());
-    // Least recently active first: stop at the first one still in time.
-    while (!by_activity_.empty() && by_activity_.front().last_active + opts_.idle_timeout <= now_)
-        close_now(by_activity_.front());
-    // Oldest head first, likewise.
-    while (!in_head_.empty() && in_head_.front().head_deadline <= now_)
-        expire_head(in_head_.front());
-    if (accept_paused_ && now_ >= accept_resume_) {
-        if (paused_at_limit_) {
-            try_resume_at_limit();
-        } else {
-            accept_paused_ = false;
-            arm_accept();
-        }
-    }
-    if (stopping_ && now_ >= shutdown_deadline_) {
-        for (Connection& c : pool_)
-            if (c.fd >= 0) close_now(c);
-    }
-}
-
-Clock::time_point Worker::next_deadline() {
-    Clock::time_point next = Clock::time_point::max();
-    if (!lingering_.empty()) next = std::min(next, lingering_.front().linger_deadline);
-    if (!by_activity_.empty())
-        next = std::min(next, by_activity_.front().last_active + opts_.idle_timeout);
-    if (!in_head_.empty()) next = std::min(next, in_head_.front().head_deadline);
-    if (accept_paused_) next = std::min(next, accept_resume_);
-    if (stopping_) next = std::min(next, shutdown_deadline_);
-    return next;
-}
-
-void run_worker(const runtime::WorkerContext& ctx) {
-    Worker(ctx).run();
+    conns_.begin_shutdown(
+        now_,
+        [](const Connection& c) {
+            return !c.send_in_flight && output_of(c) == 0 && c.held.empty();
+        },
+        [this](Connection& c) { close_now(c); });
 }
 
 }  // namespace sm::uring
+
+int main(int argc, char** argv) {
+    static constexpr sm::runtime::ModelOption kOptions[] = {sm::uring::kUringBuffers};
+    static constexpr sm::runtime::Model kModel{
+        .name = "uring",
+        .description = "one io_uring per thread: multishot accept, multishot recv into provided "
+                       "buffers, one send per connection per submission",
+        .worker = [](const sm::runtime::WorkerContext& ctx) { sm::uring::Worker(ctx).run(); },
+        .probe = &sm::uring::probe,
+        .options = kOptions,
+    };
+    return sm::runtime::serve(kModel, argc, argv);
+}

@@ -1,5 +1,9 @@
-#include "runtime/listen.hpp"
+// The POSIX side of runtime/platform.hpp: listening sockets, one per thread
+// with SO_REUSEPORT, so the kernel spreads connections over per-thread accept
+// queues with no shared lock.
+#include "runtime/platform.hpp"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -11,6 +15,8 @@
 #include <stdexcept>
 
 #include <fmt/core.h>
+
+#include "runtime/posix/unique_fd.hpp"
 
 namespace sm::runtime {
 namespace {
@@ -79,7 +85,12 @@ UniqueFd make_socket(const Resolved& r, bool reuseport) {
 
 }  // namespace
 
-bool set_nodelay(int fd) noexcept {
+bool is_ip_address(const std::string& s) noexcept {
+    unsigned char buf[16];
+    return inet_pton(AF_INET, s.c_str(), buf) == 1 || inet_pton(AF_INET6, s.c_str(), buf) == 1;
+}
+
+bool set_nodelay(NativeHandle fd) noexcept {
     const int one = 1;
     return ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) == 0;
 }
@@ -109,7 +120,7 @@ Listeners open_listeners(const std::string& address, std::uint16_t port, unsigne
                              : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
             set_port(r, port);
         }
-        out.fds.push_back(std::move(fd));
+        out.sockets.emplace_back(fd.release());
     }
     out.port = port;
     out.url = fmt::format("http://{}:{}", host_for_url(r), port);

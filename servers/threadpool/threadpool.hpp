@@ -29,14 +29,18 @@
 #include "http/byte_buffer.hpp"
 #include "http/response.hpp"
 #include "http/session.hpp"
+#include "runtime/accept_gate.hpp"
+#include "runtime/handoff_queue.hpp"
+#include "runtime/shared_deadlines.hpp"
 #include "runtime/intrusive_list.hpp"
+#include "runtime/posix/epoll_util.hpp"
 #include "runtime/log.hpp"
+#include "runtime/posix/unique_fd.hpp"
 #include "runtime/server.hpp"
-#include "runtime/unique_fd.hpp"
 
 namespace sm::threadpool {
 
-using Clock = std::chrono::steady_clock;
+using runtime::Clock;
 
 struct Connection {
     Connection(int socket, const http::ResponseCache& cache, const http::Limits& limits) noexcept
@@ -50,39 +54,13 @@ struct Connection {
     // visible to the memory model (and to ThreadSanitizer), so the next
     // owner sees everything the last one wrote.
     std::atomic<bool> armed{true};
+    // Written by the owner, read by the reactor's sweep (no other shared state).
+    runtime::SharedDeadlines deadlines{runtime::Clock::now()};
     http::Session session;     // touched only by the worker that owns the connection
     http::ByteBuffer pending;  // unsent responses; the connection then waits for EPOLLOUT
     bool want_close = false;   // the session ended: close once pending is written
     bool lingering = false;    // our side is shut down; reading until the client closes
-    // Read by the reactor's sweep, written by the owner (no other shared state).
-    std::atomic<Clock::rep> last_active{0};
-    std::atomic<Clock::rep> linger_deadline{0};  // 0: not lingering
-    std::atomic<Clock::rep> head_deadline{0};    // 0: no request head in progress
-    http::HeadMark head;  // which head the deadline is for (owner only)
     runtime::ListHook registry_hook;             // under Pool::registry_mutex_
-};
-
-// A bounded multi-producer multi-consumer queue of ready connections.
-class HandOffQueue {
-  public:
-    explicit HandOffQueue(std::size_t capacity) : ring_(capacity) {}
-
-    // Hands over a batch in order, waiting for room when full (back-pressure:
-    // the reactor stops taking events, the kernel keeps the rest). Returns
-    // how many times it had to wait.
-    std::size_t push(Connection* const* items, std::size_t n);
-    // The next connection, or nullptr once closed and drained.
-    Connection* pop();
-    void close();
-
-  private:
-    std::mutex mutex_;
-    std::condition_variable not_empty_;
-    std::condition_variable not_full_;
-    std::vector<Connection*> ring_;  // fixed capacity: no allocation per hand-off
-    std::size_t head_ = 0;
-    std::size_t count_ = 0;
-    bool closed_ = false;
 };
 
 class Pool {
@@ -103,21 +81,19 @@ class Pool {
     bool flush(Connection& c, http::ByteBuffer& out);
     void rearm(Connection& c, std::uint32_t events);
     void start_linger(Worker& w, Connection& c);
-    void track_head(Connection& c) noexcept;
     void expire_head(Worker& w, Connection& c);
     void close_connection(Connection& c);
 
-    void accept_connections();
-    void pause_accepting(std::chrono::milliseconds for_how_long);
+    bool adopt(int fd);
     void sweep(Clock::time_point now);
     void begin_shutdown(Clock::time_point now);
 
     const runtime::ServerOptions& opts_;
-    runtime::UniqueFd& listener_;
-    int stop_fd_;
-    runtime::ConnectionLimit& limit_;
+    const runtime::StopSignal& stop_;
+    runtime::AcceptGate gate_;  // release() is called by the workers: an atomic
     runtime::UniqueFd ep_;
-    HandOffQueue queue_;
+    runtime::WatchedListener listener_;
+    runtime::HandOffQueue<Connection> queue_;
     std::vector<std::unique_ptr<Worker>> workers_;
     std::vector<std::jthread> threads_;
 
@@ -126,14 +102,9 @@ class Pool {
     std::size_t open_ = 0;  // under registry_mutex_
 
     std::atomic<bool> stopping_{false};
-    bool accept_paused_ = false;
-    Clock::time_point accept_resume_{};
     Clock::time_point next_sweep_{};
     Clock::time_point shutdown_deadline_{};
-    runtime::RateLimit accept_log_;
-    runtime::RateLimit queue_log_;
+    runtime::RateLimitedLog queue_log_;
 };
-
-void run_pool(const runtime::WorkerContext& ctx);
 
 }  // namespace sm::threadpool

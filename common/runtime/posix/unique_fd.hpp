@@ -1,4 +1,4 @@
-// An owned file descriptor (POSIX).
+// An owned file descriptor (POSIX: the models and posix/ use it).
 #pragma once
 
 #include <unistd.h>

@@ -1,0 +1,79 @@
+// The accept gate, one per accepting thread: whether the thread may take the
+// next connection from its listener, and when to look again if not. Two
+// things close it, each with one log line in one format:
+// - the connection budget (--max-connections over all threads, one atomic
+//   counter: try_acquire before accepting, release once closed). At the
+//   limit, new connections wait in the listen backlog; the gate reopens as
+//   soon as any thread frees a slot (the thread notices within kLimitPause,
+//   or at once when it frees the slot itself);
+// - descriptor or memory exhaustion (EMFILE, ENFILE, ENOBUFS, ENOMEM): a
+//   level-triggered listener with a full descriptor table would wake the
+//   thread forever, so accepting pauses for kAcceptPause.
+// The model only starts and stops watching its listener: stop when
+// try_acquire() or failed() close the gate, start again when reopen_due().
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+
+#include "runtime/clock.hpp"
+#include "runtime/connection_limit.hpp"
+#include "runtime/log.hpp"
+#include "runtime/platform.hpp"
+
+namespace sm::runtime {
+
+class AcceptGate {
+  public:
+    explicit AcceptGate(ConnectionLimit& limit) noexcept : limit_(limit) {}
+
+    // Takes a slot for the next connection. False at --max-connections: the
+    // gate is closed (and that logged) until a slot frees.
+    [[nodiscard]] bool try_acquire(Clock::time_point now);
+    // A connection taken with try_acquire() is closed.
+    void release() noexcept { limit_.release(); }
+    // The accept after try_acquire() failed with `err` (errno, WSA error):
+    // gives the slot back and says what to do. On AcceptError::exhausted the
+    // gate is closed (and that logged) for kAcceptPause.
+    AcceptError failed(int err, Clock::time_point now) {
+        limit_.release();
+        return refused(err, now);
+    }
+    // The same for an accept that took no slot first (server-uring's
+    // multishot accept reports errors on its own). At the limit the gate
+    // stays closed for the limit.
+    AcceptError refused(int err, Clock::time_point now);
+    // Closes the gate for kAcceptPause (and logs why), whatever `err` is:
+    // for a failure the model cannot retry at once.
+    void pause(int err, Clock::time_point now);
+    // Closes the gate as try_acquire() does at the limit, for a model that
+    // sees the budget spent before it asks (server-uring's multishot accept).
+    void close_at_limit(Clock::time_point now);
+
+    [[nodiscard]] bool open() const noexcept { return !closed_; }
+    [[nodiscard]] bool at_limit() const noexcept { return closed_ && at_limit_; }
+    [[nodiscard]] bool budget_spent() const noexcept { return limit_.open() >= limit_.max(); }
+    // Closed and due to reopen: the pause is over, or a slot is free.
+    [[nodiscard]] bool reopen_due(Clock::time_point now) const noexcept {
+        return closed_ && (now >= retry_ || (at_limit_ && !budget_spent()));
+    }
+    // When to look again: Clock::time_point::max() while open.
+    [[nodiscard]] Clock::time_point retry_at() const noexcept {
+        return closed_ ? retry_ : Clock::time_point::max();
+    }
+    // The model watches its listener again. At the limit it asks again at
+    // once (try_acquire); if that fails the gate closes for another round.
+    void reopen() noexcept { closed_ = at_limit_ = false; }
+    // After the listener is closed for good (shutdown): nothing to reopen.
+    void shut() noexcept { closed_ = true, at_limit_ = false, retry_ = Clock::time_point::max(); }
+
+  private:
+    ConnectionLimit& limit_;
+    bool closed_ = false;
+    bool at_limit_ = false;
+    Clock::time_point retry_ = Clock::time_point::max();
+    RateLimitedLog limit_log_;
+    RateLimitedLog exhausted_log_;
+};
+
+}  // namespace sm::runtime

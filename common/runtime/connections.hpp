@@ -1,0 +1,140 @@
+// One thread's connections and their lifecycle, for the event-loop models
+// (server-epoll, server-libuv, server-uring): the pool of connection
+// objects, the deadlines, the accept gate and the graceful stop. The model
+// moves the bytes and calls these at the points its I/O reaches; it writes
+// no policy of its own.
+//
+// A model's connection derives from ConnectionRecord, has an http::Session
+// `session` and is constructed from (const http::ResponseCache&, const
+// http::Limits&). Its lifetime: open() → ... → closed() (the descriptor is
+// closed, or being cancelled) → recycle() once nothing refers to it (the
+// model's stale events, completions or close callbacks have run).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <deque>
+#include <vector>
+
+#include "http/response.hpp"
+#include "runtime/accept_gate.hpp"
+#include "runtime/deadlines.hpp"
+#include "runtime/server.hpp"
+
+namespace sm::runtime {
+
+template <typename Conn>
+class Connections {
+  public:
+    Connections(const WorkerContext& ctx, const http::ResponseCache& cache) noexcept
+        : gate(ctx.connections),
+          deadlines(ctx.options),
+          options_(ctx.options),
+          cache_(cache) {}
+    Connections(const Connections&) = delete;
+    Connections& operator=(const Connections&) = delete;
+
+    AcceptGate gate;
+    Deadlines<Conn> deadlines;
+
+    // A connection object for a socket just accepted (its slot taken from
+    // the gate): recycled if one is free. Should making one throw, the slot
+    // is given back.
+    Conn& open(Clock::time_point now) {
+        Conn* c;
+        if (!free_.empty()) {
+            c = free_.back();
+            free_.pop_back();
+        } else {
+            try {
+                c = &pool_.emplace_back(cache_, options_.limits);
+            } catch (...) {
+                gate.release();
+                throw;
+            }
+        }
+        c->open = true;
+        ++live_;
+        deadlines.touch(*c, now);
+        return *c;
+    }
+
+    // c's socket is closed (or its close is under way): its slot is free.
+    void closed(Conn& c) noexcept {
+        c.open = false;
+        Deadlines<Conn>::forget(c);
+        --live_;
+        gate.release();
+    }
+
+    // Nothing refers to c any more: it serves the next connection.
+    void recycle(Conn& c) noexcept {
+        c.session.reset();
+        c.lingering = false;
+        free_.push_back(&c);
+    }
+
+    // Everything owed to the client is written: the lingering close starts
+    // on `socket` (see deadlines.hpp), bounded by --linger-timeout. False:
+    // close at once instead (no lingering configured, or the peer is gone).
+    bool start_linger(Conn& c, NativeHandle socket, Clock::time_point now) noexcept {
+        if (!start_lingering_close(socket, options_.linger_timeout)) return false;
+        deadlines.linger(c, now);
+        return true;
+    }
+
+    [[nodiscard]] std::size_t live() const noexcept { return live_; }
+    [[nodiscard]] bool stopping() const noexcept { return stopping_; }
+    [[nodiscard]] bool finished() const noexcept { return stopping_ && live_ == 0; }
+
+    // The graceful stop (the stop signal arrived; the model stops watching
+    // it and closes its listener). Every response still to come carries
+    // "Connection: close"; a connection with nothing in flight
+    // (quiet(c): no request partly here, no response unsent) is closed at
+    // once, close(c); the others finish, bounded by --shutdown-timeout.
+    template <typename Quiet, typename Close>
+    void begin_shutdown(Clock::time_point now, Quiet&& quiet, Close&& close) {
+        if (stopping_) return;
+        stopping_ = true;
+        shutdown_deadline_ = now + options_.shutdown_timeout;
+        gate.shut();
+        for (Conn& c : pool_) {
+            if (!c.open || c.lingering) continue;
+            c.session.request_close();
+            if (c.session.idle() && quiet(c)) close(c);
+        }
+    }
+
+    // Once every response owed is written, a stopping server closes the
+    // connection instead of waiting for another request.
+    [[nodiscard]] bool done_with(const Conn& c) const noexcept {
+        return stopping_ && c.session.idle();
+    }
+
+    // The earliest deadline (connections, the gate, the stop), or max().
+    [[nodiscard]] Clock::time_point next_deadline() const noexcept {
+        auto next = std::min(deadlines.next(), gate.retry_at());
+        return stopping_ ? std::min(next, shutdown_deadline_) : next;
+    }
+
+    // Runs what is due: the connections' deadlines (Deadlines::expire), and
+    // past --shutdown-timeout closes every connection left.
+    template <typename Close, typename Head, typename Progressed = NoHiddenProgress>
+    void expire(Clock::time_point now, Close&& close, Head&& head, Progressed&& progressed = {}) {
+        deadlines.expire(now, close, head, progressed);
+        if (!stopping_ || now < shutdown_deadline_) return;
+        for (Conn& c : pool_)
+            if (c.open) close(c);
+    }
+
+  private:
+    const ServerOptions& options_;
+    const http::ResponseCache& cache_;
+    std::deque<Conn> pool_;  // stable addresses: the kernel, libuv and llhttp point into them
+    std::vector<Conn*> free_;
+    std::size_t live_ = 0;
+    bool stopping_ = false;
+    Clock::time_point shutdown_deadline_{};
+};
+
+}  // namespace sm::runtime

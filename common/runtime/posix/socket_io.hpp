@@ -1,0 +1,50 @@
+// The read and write loops the POSIX models share (non-blocking sockets, or
+// blocking ones with SO_RCVTIMEO/SO_SNDTIMEO): one copy of their EINTR and
+// EAGAIN handling.
+#pragma once
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
+
+#include "http/byte_buffer.hpp"
+
+namespace sm::runtime {
+
+enum class IoResult {
+    done,         // all of it: `out` is empty, or the read budget was spent
+    would_block,  // the socket is full (send) or drained for now (read); on a
+                  // blocking socket: its timeout expired
+    closed,       // the peer is gone (EOF, reset, error): close the connection
+};
+
+// Sends from `out` (consuming what the socket takes) until it is empty, the
+// socket is full, or the send fails. `progress` tells whether any byte left.
+inline IoResult send_from(int fd, http::ByteBuffer& out, bool* progress = nullptr) noexcept {
+    while (!out.empty()) {
+        const ssize_t n = ::send(fd, out.data(), out.size(), MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return errno == EAGAIN ? IoResult::would_block : IoResult::closed;
+        }
+        out.consume(static_cast<std::size_t>(n));
+        if (progress) *progress = true;
+    }
+    return IoResult::done;
+}
+
+// The lingering close's reading: reads and discards at most `reads` times.
+// closed: the client closed (or an error), close now; would_block: nothing
+// more for now; done: the budget was spent with input still coming.
+inline IoResult discard_input(int fd, char* buf, std::size_t size, int reads) noexcept {
+    for (int i = 0; i < reads; ++i) {
+        const ssize_t n = ::read(fd, buf, size);
+        if (n > 0 || (n < 0 && errno == EINTR)) continue;
+        return n < 0 && errno == EAGAIN ? IoResult::would_block : IoResult::closed;
+    }
+    return IoResult::done;
+}
+
+}  // namespace sm::runtime

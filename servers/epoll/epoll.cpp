@@ -1,0 +1,257 @@
+#include "epoll.hpp"
+
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <ctime>
+
+#include "runtime/posix/epoll_util.hpp"
+#include "runtime/posix/socket_io.hpp"
+#include "runtime/tuning.hpp"
+
+namespace sm::epoll {
+namespace {
+
+// Full reads one event may do before the connection yields to the others
+// (it continues from the ready queue in the next loop iteration).
+constexpr int kReadsPerEvent = 16;
+// Lingering reads per event, for the same reason.
+constexpr int kLingerReadsPerEvent = 4;
+
+// epoll_event.data.ptr is a Connection* except for these two tags.
+char listen_tag;
+char stop_tag;
+
+using runtime::event_for;
+using runtime::throw_errno;
+
+}  // namespace
+
+Reactor::Reactor(const runtime::WorkerContext& ctx)
+    : stop_(ctx.stop),
+      ep_(runtime::new_epoll(ctx.stop, &stop_tag)),
+      cache_(ctx.options.mode, std::time(nullptr)),
+      conns_(ctx, cache_),
+      listener_(ep_.get(), ctx.listener, conns_.gate, &listen_tag),
+      read_buf_(std::make_unique_for_overwrite<char[]>(runtime::kReadSize)),
+      out_(runtime::kBatchOutput + runtime::kReadSize),
+      now_(Clock::now()) {}
+
+void Reactor::run() {
+    epoll_event events[runtime::kMaxEvents];
+    while (!conns_.finished()) {
+        const int n = ::epoll_wait(ep_.get(), events, runtime::kMaxEvents, next_timeout_ms());
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            throw_errno("epoll_wait");
+        }
+        // The Date line is re-rendered only when the second changes.
+        cache_.refresh(std::time(nullptr));
+        now_ = Clock::now();
+        for (int i = 0; i < n; ++i)
+            dispatch(events[i]);
+        run_ready();
+        conns_.expire(
+            now_, [this](Connection& c) { close_now(c); },
+            [this](Connection& c) { expire_head(c); });
+        listener_.reopen_if_due(now_);
+        // Closed in this batch: events for them may still be in `events`
+        // (stale, ignored by dispatch) until here.
+        for (Connection* c : closed_) {
+            c->input_ready = c->peer_closed = c->peer_fin_seen = c->want_close = false;
+            conns_.recycle(*c);
+        }
+        closed_.clear();
+    }
+}
+
+void Reactor::dispatch(const epoll_event& ev) {
+    if (ev.data.ptr == &listen_tag)
+        return listener_.accept(now_, [this](int fd) { return adopt(fd); });
+    if (ev.data.ptr == &stop_tag) return begin_shutdown();
+    Connection& c = *static_cast<Connection*>(ev.data.ptr);
+    // Closed earlier in this batch (by a timer or shutdown): its object is
+    // recycled only after the batch, so this stale event is harmless.
+    if (!c.open) return;
+    if (c.lingering) return drain_linger(c);
+    if (ev.events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) c.input_ready = true;
+    if (ev.events & (EPOLLRDHUP | EPOLLHUP)) c.peer_fin_seen = true;
+    if ((ev.events & EPOLLOUT) && !c.pending.empty() && !write_pending(c)) return;
+    // While responses wait for the socket, reading pauses: a client that
+    // pipelines without reading is held back by TCP flow control, not by our memory.
+    if (c.input_ready && c.pending.empty()) service(c);
+}
+
+bool Reactor::adopt(int fd) {
+    Connection& c = conns_.open(now_);
+    c.fd = fd;
+    // Edge-triggered for both directions, registered once: no epoll_ctl
+    // per short write, no EPOLL_CTL_MOD ever.
+    auto ev = event_for(&c, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET);
+    if (::epoll_ctl(ep_.get(), EPOLL_CTL_ADD, fd, &ev) == 0) return true;
+    const int err = errno;
+    close_now(c);
+    return conns_.gate.refused(err, now_) != runtime::AcceptError::exhausted;
+}
+
+void Reactor::service(Connection& c) {
+    int budget = kReadsPerEvent;
+    while (true) {
+        // Read phase: gather one batch of responses in the thread's buffer.
+        bool drained = false;
+        while (true) {
+            const ssize_t n = ::read(c.fd, read_buf_.get(), runtime::kReadSize);
+            if (n > 0) {
+                if (budget == kReadsPerEvent) conns_.deadlines.touch(c, now_);
+                --budget;
+                const auto r = c.session.feed({read_buf_.get(), static_cast<std::size_t>(n)}, out_);
+                conns_.deadlines.track_head(c, now_);
+                if (r == http::Session::Result::close) {
+                    c.want_close = true;  // what follows is not answered
+                    drained = true;
+                    break;
+                }
+                // A short read emptied the socket; with edge triggering, data
+                // that arrives later raises a new event. This saves the read
+                // that would only return EAGAIN. Not so once the client's FIN
+                // came with the same edge: no new event will announce the EOF.
+                if (static_cast<std::size_t>(n) < runtime::kReadSize && !c.peer_fin_seen) {
+                    drained = true;
+                    break;
+                }
+                if (out_.size() >= runtime::kBatchOutput || budget <= 0) break;
+                continue;
+            }
+            if (n == 0) {
+                c.peer_closed = true;
+                drained = true;
+                break;
+            }
+            if (errno == EAGAIN) {
+                drained = true;
+                break;
+            }
+            if (errno == EINTR) continue;
+            out_.clear();  // ECONNRESET and friends: nobody to answer
+            return close_now(c);
+        }
+        c.input_ready = !drained;
+
+        // Write phase: one send() for the whole batch; EPOLLOUT continues it.
+        if (!out_.empty() && !send_out(c)) return;
+        if (!c.pending.empty()) return;
+        if (c.want_close || c.peer_closed) return finish(c);
+        if (drained) return;
+        if (budget <= 0) {
+            if (!c.ready_hook.linked()) ready_.push_back(c);
+            return;
+        }
+    }
+}
+
+bool Reactor::send_out(Connection& c) {
+    // The socket is full: keep the rest for EPOLLOUT.
+    const auto r = runtime::send_from(c.fd, out_);
+    if (r == runtime::IoResult::would_block) c.pending.append(out_.view());
+    out_.clear();
+    if (r == runtime::IoResult::closed) close_now(c);
+    return r != runtime::IoResult::closed;
+}
+
+bool Reactor::write_pending(Connection& c) {
+    bool progress = false;
+    const auto r = runtime::send_from(c.fd, c.pending, &progress);
+    if (progress) conns_.deadlines.touch(c, now_);
+    if (r == runtime::IoResult::closed) close_now(c);
+    if (r != runtime::IoResult::done) return r == runtime::IoResult::would_block;
+    // Drained: a backlog of that size was exceptional, give the memory back.
+    c.pending.release();
+    if (c.want_close || c.peer_closed || conns_.done_with(c)) {
+        finish(c);
+        return false;
+    }
+    return true;
+}
+
+void Reactor::expire_head(Connection& c) {
+    // Responses still queued: the client is not reading, so it gets no 408.
+    if (!c.pending.empty()) return close_now(c);
+    c.session.expire_head(out_);
+    c.want_close = true;
+    if (send_out(c) && c.pending.empty()) finish(c);
+}
+
+void Reactor::finish(Connection& c) {
+    // Everything we owe the client is written (or the client is gone).
+    if (c.peer_closed || !conns_.start_linger(c, c.fd, now_)) return close_now(c);
+    drain_linger(c);
+}
+
+void Reactor::drain_linger(Connection& c) {
+    switch (runtime::discard_input(c.fd, read_buf_.get(), runtime::kReadSize,
+                                   kLingerReadsPerEvent)) {
+        case runtime::IoResult::closed: return close_now(c);  // EOF: the client closed; or an error
+        case runtime::IoResult::would_block: return;
+        case runtime::IoResult::done:
+            if (!c.ready_hook.linked()) ready_.push_back(c);
+    }
+}
+
+void Reactor::close_now(Connection& c) {
+    ::close(c.fd);  // also removes it from the epoll set (never dup'ed)
+    c.fd = -1;
+    ReadyList::remove(c);
+    c.pending.clear();
+    c.pending.release();
+    closed_.push_back(&c);
+    conns_.closed(c);
+}
+
+void Reactor::run_ready() {
+    // Each queued connection gets one more turn; those that still have input
+    // queue themselves again for the next iteration.
+    ReadyList batch;
+    ready_.splice_into(batch);
+    while (Connection* c = batch.pop_front()) {
+        if (!c->open) continue;
+        if (c->lingering) {
+            drain_linger(*c);
+        } else if (c->pending.empty()) {
+            service(*c);
+        }
+    }
+}
+
+void Reactor::begin_shutdown() {
+    // The stop signal stays readable (it is shared by all threads and never
+    // drained): stop watching it or every epoll_wait returns at once.
+    ::epoll_ctl(ep_.get(), EPOLL_CTL_DEL, stop_.handle(), nullptr);
+    // Close the listener first: new connections are refused, not queued.
+    listener_.close();
+    conns_.begin_shutdown(
+        now_, [](const Connection& c) { return c.pending.empty() && !c.ready_hook.linked(); },
+        [this](Connection& c) { close_now(c); });
+}
+
+int Reactor::next_timeout_ms() {
+    if (!ready_.empty()) return 0;
+    const Clock::time_point next = conns_.next_deadline();
+    if (next == Clock::time_point::max()) return -1;
+    const auto wait = std::chrono::ceil<std::chrono::milliseconds>(next - Clock::now());
+    return wait.count() <= 0 ? 0 : static_cast<int>(std::min<long long>(wait.count(), 60'000));
+}
+
+}  // namespace sm::epoll
+
+int main(int argc, char** argv) {
+    static constexpr sm::runtime::Model kModel{
+        .name = "epoll",
+        .description =
+            "one edge-triggered epoll reactor per thread, each with its own SO_REUSEPORT listener",
+        .worker = [](const sm::runtime::WorkerContext& ctx) { sm::epoll::Reactor(ctx).run(); },
+    };
+    return sm::runtime::serve(kModel, argc, argv);
+}
