@@ -24,11 +24,11 @@
 #include "http/byte_buffer.hpp"
 #include "http/response.hpp"
 #include "http/session.hpp"
-#include "ring.hpp"
 #include "runtime/intrusive_list.hpp"
 #include "runtime/log.hpp"
 #include "runtime/server.hpp"
 #include "runtime/unique_fd.hpp"
+#include "uring/ring.hpp"
 
 namespace sm::uring {
 
