@@ -78,9 +78,9 @@ else()
   message(STATUS "libuv: not found, server-libuv not built (Debian: libuv1-dev)")
 endif()
 if(LIBURING_FOUND)
-  message(STATUS "liburing: ${LIBURING_VERSION} (server-uring)")
+  message(STATUS "liburing: ${LIBURING_VERSION} (server-uring, loadgen --engine uring)")
 else()
-  message(STATUS "liburing: not found, server-uring not built (Debian: liburing-dev)")
+  message(STATUS "liburing: not found, server-uring and loadgen --engine uring not built (Debian: liburing-dev)")
 endif()
 
 # --- header/compiled libraries from Debian -----------------------------------

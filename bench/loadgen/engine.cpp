@@ -19,11 +19,15 @@
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <string_view>
 #include <system_error>
 #include <thread>
 #include <vector>
 
 #include "runtime/platform.hpp"
+#ifdef SM_LOADGEN_URING
+#include "uring/probe.hpp"
+#endif
 #include "worker.hpp"
 
 namespace sm::loadgen {
@@ -254,17 +258,18 @@ Endpoint resolve_and_probe(const Config& config) {
 
 Engine choose_engine(Engine requested) {
     if (requested == Engine::epoll) return Engine::epoll;
+    constexpr std::string_view kAlternative = "--engine epoll works without it";
 #ifdef SM_LOADGEN_URING
-    const std::optional<std::string> why = detail::probe_uring();
+    // No note: the automatic choice is silent, whichever ring setup works.
+    const std::optional<std::string> why = sm::uring::probe({.alternative = kAlternative});
     if (!why) return Engine::uring;
     if (requested == Engine::automatic) return Engine::epoll;
-    throw std::runtime_error(
-        fmt::format("--engine uring: {}; --engine epoll works without it", *why));
+    throw std::runtime_error(fmt::format("--engine uring: {}", *why));
 #else
     if (requested == Engine::automatic) return Engine::epoll;
-    throw std::runtime_error(
-        "--engine uring: this loadgen was built without liburing (Debian: liburing-dev); "
-        "--engine epoll works without it");
+    throw std::runtime_error(fmt::format(
+        "--engine uring: this loadgen was built without liburing (Debian: liburing-dev); {}",
+        kAlternative));
 #endif
 }
 

@@ -152,9 +152,8 @@ class LoadThread {
     [[nodiscard]] virtual const std::string& gone_message() const noexcept = 0;
 };
 
-// The io_uring engine (engine_uring.cpp, built with liburing): why io_uring
-// cannot run here ("io_uring unavailable: ..."), or nothing; and a worker.
-std::optional<std::string> probe_uring();
+// The io_uring engine (engine_uring.cpp, built with liburing); whether it can
+// run here, common/uring's probe says.
 std::unique_ptr<LoadThread> make_uring_worker(const WorkerArgs& args);
 
 template <class Io>

@@ -4,9 +4,7 @@
 // moves the bytes and calls these at the points its I/O reaches; it writes
 // no policy of its own.
 //
-// A model's connection derives from ConnectionRecord, has an http::Session
-// `session` and is constructed from (const http::ResponseCache&, const
-// http::Limits&). Its lifetime: open() → ... → closed() (the descriptor is
+// A model's connection derives from ConnectionRecord (and its constructor). Its lifetime: open() → ... → closed() (the descriptor is
 // closed, or being cancelled) → recycle() once nothing refers to it (the
 // model's stale events, completions or close callbacks have run).
 #pragma once

@@ -24,9 +24,13 @@
 
 namespace sm::runtime {
 
-// The part of a connection the shared lifecycle keeps; a model's connection
-// derives from it and has an http::Session `session`.
+// The part of a connection the shared lifecycle keeps, and its session; a
+// model's connection derives from it (using ConnectionRecord::ConnectionRecord).
 struct ConnectionRecord {
+    ConnectionRecord(const http::ResponseCache& cache, const http::Limits& limits) noexcept
+        : session(cache, limits) {}
+
+    http::Session session;
     bool open = false;       // between Connections::open() and closed()
     bool lingering = false;  // our side is shut down: input is discarded until EOF or deadline
     Clock::time_point last_active{};  // last read or write progress

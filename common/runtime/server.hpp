@@ -56,6 +56,12 @@ struct Model {
     std::string_view program = {};
 };
 
+// Model::worker for a model whose worker is a class: T(ctx).run().
+template <typename T>
+void run(const WorkerContext& ctx) {
+    T(ctx).run();
+}
+
 // Pins the calling thread for worker i when --cpus was given (cpus[i % n]);
 // models with ListenerLayout::one call it for the threads they start.
 void pin_worker_thread(const ServerOptions& opts, unsigned i);

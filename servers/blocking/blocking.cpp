@@ -336,15 +336,17 @@ void Server::linger(Worker& w, int fd) {
     }
 }
 
+// What serve() needs to know of this model.
+constexpr runtime::Model kModel{
+    .name = "blocking",
+    .description = "a thread per connection from a bounded pool (--threads started, up to "
+                   "--max-connections), blocking reads and writes",
+    .worker = &runtime::run<Server>,
+    .listeners = runtime::ListenerLayout::one,
+};
+
 }  // namespace sm::blocking
 
 int main(int argc, char** argv) {
-    static constexpr sm::runtime::Model kModel{
-        .name = "blocking",
-        .description = "a thread per connection from a bounded pool (--threads started, up to "
-                       "--max-connections), blocking reads and writes",
-        .worker = [](const sm::runtime::WorkerContext& ctx) { sm::blocking::Server(ctx).run(); },
-        .listeners = sm::runtime::ListenerLayout::one,
-    };
-    return sm::runtime::serve(kModel, argc, argv);
+    return sm::runtime::serve(sm::blocking::kModel, argc, argv);
 }

@@ -29,8 +29,6 @@ class Server {
   public:
     explicit Server(const runtime::WorkerContext& ctx);
     ~Server();
-    Server(const Server&) = delete;
-    Server& operator=(const Server&) = delete;
 
     void run();  // the acceptor; returns after shutdown
 

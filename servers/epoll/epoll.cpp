@@ -244,14 +244,16 @@ int Reactor::next_timeout_ms() {
     return wait.count() <= 0 ? 0 : static_cast<int>(std::min<long long>(wait.count(), 60'000));
 }
 
+// What serve() needs to know of this model.
+constexpr runtime::Model kModel{
+    .name = "epoll",
+    .description =
+        "one edge-triggered epoll reactor per thread, each with its own SO_REUSEPORT listener",
+    .worker = &runtime::run<Reactor>,
+};
+
 }  // namespace sm::epoll
 
 int main(int argc, char** argv) {
-    static constexpr sm::runtime::Model kModel{
-        .name = "epoll",
-        .description =
-            "one edge-triggered epoll reactor per thread, each with its own SO_REUSEPORT listener",
-        .worker = [](const sm::runtime::WorkerContext& ctx) { sm::epoll::Reactor(ctx).run(); },
-    };
-    return sm::runtime::serve(kModel, argc, argv);
+    return sm::runtime::serve(sm::epoll::kModel, argc, argv);
 }

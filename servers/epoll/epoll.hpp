@@ -26,11 +26,9 @@ namespace sm::epoll {
 using runtime::Clock;
 
 struct Connection : runtime::ConnectionRecord {
-    Connection(const http::ResponseCache& cache, const http::Limits& limits) noexcept
-        : session(cache, limits) {}
+    using ConnectionRecord::ConnectionRecord;
 
     int fd = -1;
-    http::Session session;
     http::ByteBuffer pending;    // responses the socket has not taken yet (waiting for EPOLLOUT)
     bool input_ready = false;    // the last read did not prove the socket drained
     bool peer_closed = false;    // read() returned 0: the client shut down its side

@@ -362,13 +362,15 @@ void Worker::timers(uv_timer_t*) {
     schedule();
 }
 
+// What serve() needs to know of this model.
+constexpr runtime::Model kModel{
+    .name = "libuv",
+    .description = "one libuv loop per thread, each with its own SO_REUSEPORT listener",
+    .worker = &runtime::run<Worker>,
+};
+
 }  // namespace sm::libuv
 
 int main(int argc, char** argv) {
-    static constexpr sm::runtime::Model kModel{
-        .name = "libuv",
-        .description = "one libuv loop per thread, each with its own SO_REUSEPORT listener",
-        .worker = [](const sm::runtime::WorkerContext& ctx) { sm::libuv::Worker(ctx).run(); },
-    };
-    return sm::runtime::serve(kModel, argc, argv);
+    return sm::runtime::serve(sm::libuv::kModel, argc, argv);
 }

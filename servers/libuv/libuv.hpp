@@ -44,12 +44,10 @@ namespace sm::libuv {
 using runtime::Clock;
 
 struct Connection : runtime::ConnectionRecord {
-    Connection(const http::ResponseCache& cache, const http::Limits& limits) noexcept
-        : session(cache, limits) {}
+    using ConnectionRecord::ConnectionRecord;
 
     uv_tcp_t tcp{};          // data: this Connection
     uv_write_t write_req{};  // the part of a batch uv_try_write did not take
-    http::Session session;
     http::ByteBuffer pending;   // what write_req is writing (empty otherwise)
     std::size_t unwritten = 0;  // libuv's write queue at the last idle check
     bool reading = false;       // uv_read_start is in effect
@@ -61,8 +59,6 @@ class Worker {
   public:
     explicit Worker(const runtime::WorkerContext& ctx);
     ~Worker();
-    Worker(const Worker&) = delete;
-    Worker& operator=(const Worker&) = delete;
 
     void run();
     // Closes every handle still open and runs the loop until their close

@@ -328,17 +328,19 @@ void Pool::close_connection(Connection& c) {
     std::unique_ptr<Connection> owned(&c);  // the registry's ownership ends here
 }
 
+// What serve() needs to know of this model.
+constexpr runtime::ModelOption kOptions[] = {kQueueSize};
+constexpr runtime::Model kModel{
+    .name = "threadpool",
+    .description = "half-sync/half-async: one epoll reactor hands ready connections to "
+                   "--threads workers through a bounded queue",
+    .worker = &runtime::run<Pool>,
+    .listeners = runtime::ListenerLayout::one,
+    .options = kOptions,
+};
+
 }  // namespace sm::threadpool
 
 int main(int argc, char** argv) {
-    static constexpr sm::runtime::ModelOption kOptions[] = {sm::threadpool::kQueueSize};
-    static constexpr sm::runtime::Model kModel{
-        .name = "threadpool",
-        .description = "half-sync/half-async: one epoll reactor hands ready connections to "
-                       "--threads workers through a bounded queue",
-        .worker = [](const sm::runtime::WorkerContext& ctx) { sm::threadpool::Pool(ctx).run(); },
-        .listeners = sm::runtime::ListenerLayout::one,
-        .options = kOptions,
-    };
-    return sm::runtime::serve(kModel, argc, argv);
+    return sm::runtime::serve(sm::threadpool::kModel, argc, argv);
 }

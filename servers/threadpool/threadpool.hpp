@@ -67,8 +67,6 @@ class Pool {
   public:
     explicit Pool(const runtime::WorkerContext& ctx);
     ~Pool();
-    Pool(const Pool&) = delete;
-    Pool& operator=(const Pool&) = delete;
 
     void run();  // the reactor; returns after shutdown
 

@@ -12,7 +12,7 @@
 
 #include <fmt/core.h>
 
-#include "probe.hpp"
+#include "uring/probe.hpp"
 #include "runtime/tuning.hpp"
 
 namespace sm::uring {
@@ -58,8 +58,6 @@ constexpr std::size_t kKeepCapacity = 64 * 1024;
 // enough for the next connection's first responses without an allocation,
 // while a pool that once held a thousand slow readers holds little memory.
 constexpr std::size_t kPooledCapacity = 4 * 1024;
-// Completions taken from the queue per peek.
-constexpr unsigned kCqeBatch = 256;
 
 constexpr std::uint64_t kOpMask = 7;
 
@@ -111,7 +109,9 @@ void Worker::run() {
         now_ = Clock::now();
         // The Date line is re-rendered only when the second changes.
         cache_.refresh(std::time(nullptr));
-        reap();
+        reap(ring_, buffers_, [this](std::uint64_t data, int res, unsigned flags) {
+            complete(data, res, flags);
+        });
         // Sends, finished connections, recv re-arms: after the whole batch,
         // so one connection's responses to all of it leave in one send.
         while (Connection* c = work_.pop_front())
@@ -146,22 +146,7 @@ void Worker::wait() {
         throw std::system_error(-rc, std::generic_category(), "io_uring_enter");
 }
 
-void Worker::reap() {
-    io_uring_cqe* cqes[kCqeBatch];
-    // Completions of requests that finish inline while this batch submits
-    // (a full submission queue) are taken in the same pass.
-    while (const unsigned n = io_uring_peek_batch_cqe(ring_.get(), cqes, kCqeBatch)) {
-        for (unsigned i = 0; i < n; ++i)
-            complete(cqes[i]->user_data, cqes[i]->res, cqes[i]->flags);
-        io_uring_cq_advance(ring_.get(), n);
-        // Buffers fed in this batch go back to the kernel in one store.
-        buffers_.publish();
-    }
-}
-
 void Worker::complete(std::uint64_t user_data, int res, unsigned flags) {
-    // liburing's own timeout, on kernels without IORING_FEAT_EXT_ARG.
-    if (user_data == LIBURING_UDATA_TIMEOUT) return;
     switch (user_data & kOpMask) {
         case kIgnore: --inflight_; return;  // a cancel: the cancelled request reports itself
         case kStop: --inflight_; return begin_shutdown();
@@ -469,17 +454,29 @@ void Worker::begin_shutdown() {
         [this](Connection& c) { close_now(c); });
 }
 
+namespace {
+
+// The shared probe, with this model's way out; a fallback from the
+// preferred ring setup goes to the log, which says how the server runs.
+std::optional<std::string> model_probe(const runtime::ServerOptions& /*options*/) {
+    return probe({.alternative = "server-epoll serves the same endpoints without it",
+                  .note = &runtime::log});
+}
+
+}  // namespace
+// What serve() needs to know of this model.
+constexpr runtime::ModelOption kOptions[] = {kUringBuffers};
+constexpr runtime::Model kModel{
+    .name = "uring",
+    .description = "one io_uring per thread: multishot accept, multishot recv into provided "
+                   "buffers, one send per connection per submission",
+    .worker = &runtime::run<Worker>,
+    .probe = &model_probe,
+    .options = kOptions,
+};
+
 }  // namespace sm::uring
 
 int main(int argc, char** argv) {
-    static constexpr sm::runtime::ModelOption kOptions[] = {sm::uring::kUringBuffers};
-    static constexpr sm::runtime::Model kModel{
-        .name = "uring",
-        .description = "one io_uring per thread: multishot accept, multishot recv into provided "
-                       "buffers, one send per connection per submission",
-        .worker = [](const sm::runtime::WorkerContext& ctx) { sm::uring::Worker(ctx).run(); },
-        .probe = &sm::uring::probe,
-        .options = kOptions,
-    };
-    return sm::runtime::serve(kModel, argc, argv);
+    return sm::runtime::serve(sm::uring::kModel, argc, argv);
 }

@@ -23,10 +23,10 @@
 #include "http/byte_buffer.hpp"
 #include "http/response.hpp"
 #include "http/session.hpp"
-#include "ring.hpp"
 #include "runtime/connections.hpp"
 #include "runtime/log.hpp"
 #include "runtime/server.hpp"
+#include "uring/ring.hpp"
 
 namespace sm::uring {
 
@@ -35,11 +35,9 @@ using runtime::Clock;
 // Aligned so that the low three bits of its address can tag the operation in
 // a completion's user_data.
 struct alignas(8) Connection : runtime::ConnectionRecord {
-    Connection(const http::ResponseCache& cache, const http::Limits& limits) noexcept
-        : session(cache, limits) {}
+    using ConnectionRecord::ConnectionRecord;
 
     int fd = -1;  // -1 while the object is free
-    http::Session session;
     http::ByteBuffer out;      // responses produced since the last send was submitted
     http::ByteBuffer sending;  // what the send in flight reads: untouched until it completes
     // Input that arrived while the output was over the mark (recv_paused),
@@ -72,7 +70,6 @@ class Worker {
     enum Op : std::uint64_t { kIgnore = 0, kRecv = 1, kSend = 2, kAccept = 3, kStop = 4 };
 
     void wait();
-    void reap();
     void complete(std::uint64_t user_data, int res, unsigned flags);
     void queued(io_uring_sqe* s, std::uint64_t user_data) noexcept;
 

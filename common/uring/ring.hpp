@@ -1,7 +1,8 @@
-// io_uring plumbing for server-uring, as RAII objects: the ring (set up with
-// the flags that suit one ring per thread, falling back to what older kernels
-// accept) and a provided-buffer ring (memory mapped here: liburing 2.3 has no
-// io_uring_setup_buf_ring helper).
+// io_uring plumbing shared by server-uring and loadgen's --engine uring, as
+// RAII objects: the ring (set up with the flags that suit one ring per
+// thread, falling back to what older kernels accept) and a provided-buffer
+// ring (memory mapped here: liburing 2.3 has no io_uring_setup_buf_ring
+// helper).
 #pragma once
 
 #include <liburing.h>
@@ -46,6 +47,19 @@ class Ring {
     int preferred_refused_ = 0;
 };
 
+// When the memory of provided buffers becomes resident.
+enum class Residency {
+    // At construction (MAP_POPULATE, best effort): left to fault in where the
+    // kernel first writes, the buffers would become resident page by page
+    // over minutes (a second page only when a recv fills more than 4 KiB), so
+    // RSS would creep under load and the first recvs of a measurement would
+    // pay the page faults. Resident from the start, the thread's receive
+    // memory is count x size, flat. For a server whose memory is measured.
+    populated,
+    // Where the kernel first writes: the memory follows what recvs fill.
+    on_demand,
+};
+
 // `count` buffers of `size` bytes handed to the kernel through a buffer ring:
 // a multishot recv picks a free one per completion, so memory follows the
 // data in flight, not the number of connections. Returned buffers are
@@ -54,7 +68,7 @@ class ProvidedBuffers {
   public:
     // count: a power of two up to 32768. Throws std::system_error when the
     // memory cannot be mapped.
-    ProvidedBuffers(unsigned count, std::size_t size);
+    ProvidedBuffers(unsigned count, std::size_t size, Residency residency = Residency::populated);
     ~ProvidedBuffers();
     ProvidedBuffers(const ProvidedBuffers&) = delete;
     ProvidedBuffers& operator=(const ProvidedBuffers&) = delete;
@@ -88,5 +102,23 @@ class ProvidedBuffers {
     char* data_ = nullptr;
     std::size_t data_bytes_ = 0;
 };
+
+// Takes every completion ready, up to `Batch` per peek, and calls
+// complete(user_data, res, flags) for each but liburing's own timeouts
+// (kernels without IORING_FEAT_EXT_ARG). The buffers given back while a
+// batch is handled go to the kernel in one store after it. Completions of
+// requests that finish inline while a batch submits (a full submission
+// queue) are taken in the same pass.
+template <unsigned Batch = 256, typename Complete>
+void reap(Ring& ring, ProvidedBuffers& buffers, Complete&& complete) {
+    io_uring_cqe* cqes[Batch];
+    while (const unsigned n = io_uring_peek_batch_cqe(ring.get(), cqes, Batch)) {
+        for (unsigned i = 0; i < n; ++i)
+            if (cqes[i]->user_data != LIBURING_UDATA_TIMEOUT)
+                complete(cqes[i]->user_data, cqes[i]->res, cqes[i]->flags);
+        io_uring_cq_advance(ring.get(), n);
+        buffers.publish();
+    }
+}
 
 }  // namespace sm::uring

@@ -1,4 +1,4 @@
-#include "ring.hpp"
+#include "uring/ring.hpp"
 
 #include <sys/mman.h>
 
@@ -69,7 +69,7 @@ io_uring_sqe* Ring::sqe() {
     return s;
 }
 
-ProvidedBuffers::ProvidedBuffers(unsigned count, std::size_t size)
+ProvidedBuffers::ProvidedBuffers(unsigned count, std::size_t size, Residency residency)
     : count_(count), size_(size), mask_(io_uring_buf_ring_mask(count)) {
     // The ring of buffer descriptors must be page aligned: mmap gives that.
     ring_bytes_ = count * sizeof(io_uring_buf);
@@ -78,15 +78,11 @@ ProvidedBuffers::ProvidedBuffers(unsigned count, std::size_t size)
     if (r == MAP_FAILED)
         throw std::system_error(errno, std::generic_category(), "mmap(buffer ring)");
     ring_ = static_cast<io_uring_buf_ring*>(r);
-    // The buffers themselves, populated now (MAP_POPULATE, best effort): left
-    // to fault in where the kernel first writes, they would become resident
-    // page by page over minutes (a second page only when a recv fills more
-    // than 4 KiB), so RSS would creep under load and the first recvs of a
-    // measurement would pay the page faults. Resident from the start, the
-    // thread's receive memory is count x size, flat.
+    // The buffers themselves, populated now or not (Residency says why).
     data_bytes_ = count * size;
+    const int populate = residency == Residency::populated ? MAP_POPULATE : 0;
     void* d = ::mmap(nullptr, data_bytes_, PROT_READ | PROT_WRITE,
-                     MAP_ANONYMOUS | MAP_PRIVATE | MAP_POPULATE, -1, 0);
+                     MAP_ANONYMOUS | MAP_PRIVATE | populate, -1, 0);
     if (d == MAP_FAILED) {
         const int err = errno;
         ::munmap(ring_, ring_bytes_);

@@ -1,4 +1,4 @@
-#include "probe.hpp"
+#include "uring/probe.hpp"
 
 #include <liburing.h>
 #include <sys/socket.h>
@@ -16,17 +16,13 @@
 
 #include <fmt/core.h>
 
-#include "ring.hpp"
-#include "runtime/log.hpp"
 #include "runtime/posix/unique_fd.hpp"
-#include "uring.hpp"
+#include "uring/ring.hpp"
 
 namespace sm::uring {
 namespace {
 
 using runtime::UniqueFd;
-
-constexpr std::string_view kAlternative = "server-epoll serves the same endpoints without it";
 
 // /proc/sys/kernel/io_uring_disabled (Linux 6.6): 0 allowed, 1 only for
 // kernel.io_uring_group, 2 disabled. -1 when the file is absent.
@@ -81,14 +77,15 @@ std::string hint(int err) {
     }
 }
 
+// The checks' refusals; probe() ends them with the caller's alternative.
 std::string unavailable(std::string_view what, int err) {
     const std::string why = hint(err);
-    return fmt::format("io_uring unavailable: {}: {}{}{}{}; {}", what, std::strerror(err),
-                       why.empty() ? "" : " (", why, why.empty() ? "" : ")", kAlternative);
+    return fmt::format("io_uring unavailable: {}: {}{}{}{}", what, std::strerror(err),
+                       why.empty() ? "" : " (", why, why.empty() ? "" : ")");
 }
 
 std::string unsupported(std::string_view what) {
-    return fmt::format("io_uring unavailable: {}; {}", what, kAlternative);
+    return fmt::format("io_uring unavailable: {}", what);
 }
 
 struct Opcode {
@@ -97,7 +94,7 @@ struct Opcode {
     std::string_view since;
 };
 
-// Every opcode a worker submits.
+// Every opcode server-uring's workers or loadgen's engine submit.
 constexpr std::array<Opcode, 5> kOpcodes = {{
     {IORING_OP_POLL_ADD, "IORING_OP_POLL_ADD", "5.1"},
     {IORING_OP_ACCEPT, "IORING_OP_ACCEPT", "5.5"},
@@ -238,33 +235,46 @@ std::optional<std::string> check_multishot(Ring& ring) {
     return std::nullopt;
 }
 
-}  // namespace
-
-std::optional<std::string> probe(const runtime::ServerOptions& /*options*/) {
-    try {
-        // Declared before the ring: the buffers outlive the registration.
-        ProvidedBuffers buffers(2, 64);
-        Ring ring;
-        if (const int rc = ring.init(8, 16); rc < 0) return unavailable("io_uring_setup", -rc);
-        if (auto why = check_opcodes(ring)) return why;
-        if (const int rc = buffers.register_with(ring, 0); rc < 0) {
-            if (rc == -EINVAL) {
-                return unsupported(
-                    "provided buffer rings are not supported (Linux 5.19 or later needed)");
-            }
-            return unavailable("io_uring_register(IORING_REGISTER_PBUF_RING)", -rc);
+// The checks in turn: the first refusal, without the caller's alternative.
+std::optional<std::string> check(const ProbeOptions& options) {
+    // Declared before the ring: the buffers outlive the registration.
+    ProvidedBuffers buffers(2, 64);
+    Ring ring;
+    if (const int rc = ring.init(8, 16); rc < 0) return unavailable("io_uring_setup", -rc);
+    // With EXT_ARG a wait passes its timeout to io_uring_enter itself:
+    // loadgen's engine waits only so, and without it liburing would queue a
+    // timeout request of its own that check_multishot() takes for its recv.
+    if (!(ring.get()->features & IORING_FEAT_EXT_ARG))
+        return unsupported("the kernel lacks IORING_FEAT_EXT_ARG (Linux 5.11 or later needed)");
+    if (auto why = check_opcodes(ring)) return why;
+    if (const int rc = buffers.register_with(ring, 0); rc < 0) {
+        if (rc == -EINVAL) {
+            return unsupported(
+                "provided buffer rings are not supported (Linux 5.19 or later needed)");
         }
-        if (auto why = check_multishot(ring)) return why;
-        if (const int refused = ring.preferred_refused()) {
-            runtime::log(fmt::format(
-                "io_uring: IORING_SETUP_SINGLE_ISSUER|DEFER_TASKRUN refused ({}); using {} "
-                "(completion work then runs at any kernel entry, less batched)",
-                std::strerror(refused), ring.setup()));
-        }
-    } catch (const std::exception& e) {
-        return fmt::format("io_uring unavailable: {}; {}", e.what(), kAlternative);
+        return unavailable("io_uring_register(IORING_REGISTER_PBUF_RING)", -rc);
+    }
+    if (auto why = check_multishot(ring)) return why;
+    if (const int refused = ring.preferred_refused(); refused != 0 && options.note != nullptr) {
+        options.note(
+            fmt::format("io_uring: IORING_SETUP_SINGLE_ISSUER|DEFER_TASKRUN refused ({}); using {} "
+                        "(completion work then runs at any kernel entry, less batched)",
+                        std::strerror(refused), ring.setup()));
     }
     return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> probe(const ProbeOptions& options) {
+    std::optional<std::string> why;
+    try {
+        why = check(options);
+    } catch (const std::exception& e) {
+        why = fmt::format("io_uring unavailable: {}", e.what());
+    }
+    if (why && !options.alternative.empty()) *why += fmt::format("; {}", options.alternative);
+    return why;
 }
 
 }  // namespace sm::uring
