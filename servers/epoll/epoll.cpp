@@ -15,11 +15,9 @@
 namespace sm::epoll {
 namespace {
 
-// Full reads one event may do before the connection yields to the others
-// (it continues from the ready queue in the next loop iteration).
-constexpr int kReadsPerEvent = 16;
-// Lingering reads per event, for the same reason.
-constexpr int kLingerReadsPerEvent = 4;
+// A connection that spent its turn's reads (runtime::kReadsPerTurn)
+// continues from the ready queue in the next loop iteration.
+using runtime::kReadsPerTurn;
 
 // epoll_event.data.ptr is a Connection* except for these two tags.
 char listen_tag;
@@ -98,14 +96,14 @@ bool Reactor::adopt(int fd) {
 }
 
 void Reactor::service(Connection& c) {
-    int budget = kReadsPerEvent;
+    int budget = kReadsPerTurn;
     while (true) {
         // Read phase: gather one batch of responses in the thread's buffer.
         bool drained = false;
         while (true) {
             const ssize_t n = ::read(c.fd, read_buf_.get(), runtime::kReadSize);
             if (n > 0) {
-                if (budget == kReadsPerEvent) conns_.deadlines.touch(c, now_);
+                if (budget == kReadsPerTurn) conns_.deadlines.touch(c, now_);
                 --budget;
                 const auto r = c.session.feed({read_buf_.get(), static_cast<std::size_t>(n)}, out_);
                 conns_.deadlines.track_head(c, now_);
@@ -192,7 +190,7 @@ void Reactor::finish(Connection& c) {
 
 void Reactor::drain_linger(Connection& c) {
     switch (runtime::discard_input(c.fd, read_buf_.get(), runtime::kReadSize,
-                                   kLingerReadsPerEvent)) {
+                                   runtime::kLingerReadsPerTurn)) {
         case runtime::IoResult::closed: return close_now(c);  // EOF: the client closed; or an error
         case runtime::IoResult::would_block: return;
         case runtime::IoResult::done:

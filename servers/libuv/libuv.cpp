@@ -60,11 +60,6 @@ Worker::Worker(const runtime::WorkerContext& ctx)
 Worker::~Worker() {
     // The handles live in this object and its connections: close them while
     // it still exists (after run() they are closed already, unless it threw).
-    close_all();
-    if (uv_loop_close(&loop_) != 0) runtime::log("uv_loop_close: a handle is still open");
-}
-
-void Worker::close_all() noexcept {
     uv_walk(
         &loop_,
         [](uv_handle_t* h, void*) {
@@ -72,6 +67,7 @@ void Worker::close_all() noexcept {
         },
         nullptr);
     uv_run(&loop_, UV_RUN_DEFAULT);  // runs the close callbacks
+    if (uv_loop_close(&loop_) != 0) runtime::log("uv_loop_close: a handle is still open");
 }
 
 void Worker::run() {
@@ -87,13 +83,9 @@ void Worker::run() {
     if (error_) std::rethrow_exception(error_);
 }
 
-Worker& Worker::of(const uv_handle_t* h) noexcept {
-    return *static_cast<Worker*>(h->loop->data);
-}
-
 template <auto M, typename H, typename... A>
 void Worker::call(H* h, A... args) noexcept {
-    Worker& w = owner(h);
+    Worker& w = of(h);
     if (w.error_) return;
     try {
         (w.*M)(h, args...);
@@ -279,13 +271,8 @@ void Worker::expire_head(Connection& c) {
     // Responses still being written: the client is not reading, so it gets no 408.
     if (c.writing) return close_now(c);
     c.session.expire_head(out_);
-    const uv_buf_t b = buffer(out_);
-    const int n = uv_try_write(stream(c.tcp), &b, 1);
-    const bool whole = n == static_cast<int>(out_.size());
-    out_.clear();
-    if (!whole) return close_now(c);
     c.want_close = true;
-    finish(c);
+    if (send_batch(c)) finish(c);  // else written() finishes
 }
 
 void Worker::finish(Connection& c) {
@@ -347,7 +334,7 @@ void Worker::timers(uv_timer_t*) {
     conns_.expire(
         now(), [this](Connection& c) { close_now(c); },
         [this](Connection& c) { expire_head(c); },
-        [this](Connection& c) {
+        [](Connection& c) {
             // libuv reports only the end of a write: a slow reader that took
             // some of it since the last look is making progress.
             if (!c.writing) return false;

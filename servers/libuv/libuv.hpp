@@ -61,9 +61,6 @@ class Worker {
     ~Worker();
 
     void run();
-    // Closes every handle still open and runs the loop until their close
-    // callbacks ran.
-    void close_all() noexcept;
 
   private:
     enum class ListenerState : std::uint8_t { closed, open, closing };
@@ -74,12 +71,11 @@ class Worker {
     // half-updated.
     template <auto M, typename H, typename... A>
     static void call(H* h, A... args) noexcept;
-    static Worker& of(const uv_handle_t* h) noexcept;
     template <typename H>
-    static Worker& owner(H* h) noexcept {
-        return of(reinterpret_cast<const uv_handle_t*>(h));
+    static Worker& of(H* h) noexcept {
+        return *static_cast<Worker*>(reinterpret_cast<const uv_handle_t*>(h)->loop->data);
     }
-    static Worker& owner(uv_write_t* req) noexcept { return owner(req->handle); }
+    static Worker& of(uv_write_t* req) noexcept { return of(req->handle); }
     static void on_close(uv_handle_t* h) noexcept;
 
     int open_listener() noexcept;

@@ -28,9 +28,9 @@ extern "C" const char* __tsan_default_suppressions() {
 namespace sm::threadpool {
 namespace {
 
-// Full reads one hand-off may do before the connection goes to the back of
-// the queue (re-armed level-triggered, it is ready again at once).
-constexpr int kReadsPerHandOff = 16;
+// A connection that spent its turn's reads (runtime::kReadsPerTurn) goes to
+// the back of the queue (re-armed level-triggered, it is ready again at once).
+using runtime::kReadsPerTurn;
 // While stopping, how often the reactor looks whether the workers are done.
 constexpr auto kStopPoll = std::chrono::milliseconds(20);
 constexpr runtime::ModelOption kQueueSize{
@@ -226,7 +226,7 @@ void Pool::service(Worker& w, Connection& c, std::uint32_t events) {
     if (!c.lingering && c.deadlines.head_due(now)) return expire_head(w, c);
     if (c.lingering) {
         if (runtime::discard_input(c.fd, w.read_buf.get(), runtime::kReadSize,
-                                   kReadsPerHandOff) == runtime::IoResult::closed)
+                                   runtime::kLingerReadsPerTurn) == runtime::IoResult::closed)
             return close_connection(c);  // the client closed, or an error
         return rearm(c, EPOLLIN | EPOLLRDHUP);
     }
@@ -240,7 +240,7 @@ void Pool::service(Worker& w, Connection& c, std::uint32_t events) {
     if (stopping_.load(std::memory_order_relaxed)) c.session.request_close();
 
     bool peer_closed = false;
-    int budget = kReadsPerHandOff;
+    int budget = kReadsPerTurn;
     bool drained = false;
     while (!drained && budget > 0 && w.out.size() < runtime::kBatchOutput) {
         const ssize_t n = ::read(c.fd, w.read_buf.get(), runtime::kReadSize);

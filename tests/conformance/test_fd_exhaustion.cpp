@@ -7,7 +7,7 @@
 // and the test fills its table with served keep-alive connections. How a
 // model may treat the connections that arrive while it is full differs:
 // most leave them in the listen backlog, while libuv's own EMFILE trick
-// (see servers/libuv/loop.hpp) accepts and closes them. Both are right;
+// (see servers/libuv/libuv.hpp) accepts and closes them. Both are right;
 // a crash, a busy loop or no recovery is not. For server-uring, serving the
 // waiting connections afterwards also shows that its multishot accept,
 // which ends on the first EMFILE, is armed again.
