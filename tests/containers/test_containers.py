@@ -33,10 +33,10 @@ sys.path.insert(0, str(REPO / "bench" / "compare"))
 from smcompare import probe  # noqa: E402
 from smcompare.procs import free_port  # noqa: E402
 from smcompare.hosting import IMAGE, Engine, limits_options  # noqa: E402
+from smcompare.models import MODELS  # noqa: E402
 from smcompare.targets import ENDPOINTS  # noqa: E402
 
 BENCH_IMAGE = "servermodels/bench:latest"
-MODELS = ("epoll", "libuv", "threadpool", "blocking", "uring")
 PREFIX = "sm-test-"
 RUN_TIMEOUT = 120
 
