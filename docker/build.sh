@@ -5,7 +5,8 @@
 # pulled (docker/base-image.sh), builds docker/Dockerfile's targets as
 #   servermodels/server:VERSION and :latest   (--image server, the default)
 #   servermodels/bench:VERSION and :latest    (--image bench; all: both)
-# with the OCI labels source, revision and version from git, prints each image's size, and
+# with the OCI labels source, revision and version from git, and description
+# listing the models (servers/models.json, through python3), prints each image's size, and
 # removes the layers earlier builds left dangling (only this project's), so
 # the engine's storage holds one build's cache. BUILD-OPTIONS go to
 # `ENGINE build` as they are (e.g. --network host, --no-cache).
@@ -43,12 +44,22 @@ source_url=$(git config --get remote.origin.url 2>/dev/null || true)
 labels=(--label "org.opencontainers.image.source=${source_url:-servermodels (no remote)}"
         --label "org.opencontainers.image.revision=$revision"
         --label "org.opencontainers.image.version=$version")
+# The Linux models' binaries, "server-epoll, server-libuv, ...": what the
+# build stage builds and both images hold.
+models=$(python3 bench/compare/smcompare/models.py binaries --platform linux | paste -sd, - | sed 's/,/, /g')
+description_of() {
+  case "$1" in
+    server) echo "HTTP/1.1 server models: $models" ;;
+    bench) echo "servermodels loadgen, bench/compare, bench/floor, the servers ($models) and the peers nginx and h2o" ;;
+  esac
+}
 revision_of() {
   "$ENGINE" image inspect --format '{{index .Config.Labels "org.opencontainers.image.revision"}}' "$1"
 }
 for t in "${targets[@]}"; do
   echo "build.sh: building servermodels/$t:$version with $ENGINE"
-  "$ENGINE" build -f docker/Dockerfile --target "$t" --force-rm "${labels[@]}" \
+  target_labels=("${labels[@]}" --label "org.opencontainers.image.description=$(description_of "$t")")
+  "$ENGINE" build -f docker/Dockerfile --target "$t" --force-rm "${target_labels[@]}" \
     -t "servermodels/$t:$version" -t "servermodels/$t:latest" "${extra[@]}" .
   if [ "$(revision_of "servermodels/$t:latest")" != "$revision" ]; then
     # Podman (buildah 1.28) takes a cached last layer with the labels of the
@@ -56,7 +67,7 @@ for t in "${targets[@]}"; do
     # (metadata only, the same layers) and drop the stale one.
     stale=$("$ENGINE" image inspect --format '{{.Id}}' "servermodels/$t:latest")
     ctr=$(buildah from --pull-never "servermodels/$t:latest")
-    buildah config "${labels[@]}" "$ctr"
+    buildah config "${target_labels[@]}" "$ctr"
     buildah commit -q --rm "$ctr" "servermodels/$t:$version" >/dev/null
     "$ENGINE" tag "servermodels/$t:$version" "servermodels/$t:latest"
     "$ENGINE" rmi "$stale" >/dev/null 2>&1 || true

@@ -5,7 +5,8 @@
 #   scripts/deps.sh --only GROUPS   just these groups, a comma list of
 #                                   build       compilers and libraries for a Release build
 #                                   test        sanitizer runtimes, Catch2, the test tools
-#                                   containers  Podman, podman-compose, buildah, runc, debootstrap
+#                                   containers  Podman, podman-compose, buildah, runc, debootstrap,
+#                                               python3 (docker/build.sh reads servers/models.json)
 #                                   bench       the peers and what bench/compare runs with
 #                                   (docker/Dockerfile installs --only build, its bench image bench)
 # On other systems install the equivalents; CMake finds them with
@@ -18,7 +19,7 @@ declare -A groups=(
   [test]="clang-14 libclang-rt-14-dev catch2 procps iproute2 python3 python3-jsonschema"
   [containers]="podman podman-compose buildah runc conmon containernetworking-plugins
                 golang-github-containernetworking-plugin-dnsname fuse-overlayfs slirp4netns uidmap
-                iptables debootstrap"
+                iptables debootstrap python3"
   [bench]="wrk nginx-light h2o util-linux procps python3"
 )
 

@@ -149,10 +149,11 @@ void run_floor(const sm::runtime::WorkerContext& ctx) {
 int main(int argc, char** argv) {
     static constexpr sm::runtime::Model kFloor{
         .name = "floor",
-        .description = "a no-parse responder, NOT a server: one canned response per blank line "
-                       "seen, one write per read (the syscall floor, and a load generator's "
-                       "ceiling)",
         .worker = &run_floor,
+        .description =
+            "a no-parse responder, NOT a server: one canned response per blank line "
+            "seen, one write per read (the syscall floor, and a load generator's "
+            "ceiling)",
         .program = "floor"};
     return sm::runtime::serve(kFloor, argc, argv);
 }

@@ -172,9 +172,8 @@ void UringWorker::wait_and_dispatch(std::int64_t now, std::int64_t until) {
     if (rc < 0 && rc != -ETIME && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY)
         throw std::system_error(-rc, std::generic_category(), "io_uring_enter");
     // Buffers framed in a batch go back to the kernel in one store.
-    reap(ring_, buffers_, [this](std::uint64_t data, int res, unsigned flags) {
-        complete(data, res, flags);
-    });
+    reap(ring_, buffers_,
+         [this](std::uint64_t data, int res, unsigned flags) { complete(data, res, flags); });
 }
 
 void UringWorker::complete(std::uint64_t user_data, int res, unsigned flags) {

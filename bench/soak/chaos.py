@@ -45,7 +45,6 @@ import sys
 import threading
 import time
 
-PLAIN_BODY = b"Hello, World!"
 UA = b"User-Agent: servermodels-soak-chaos\r\n"
 
 

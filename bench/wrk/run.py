@@ -62,12 +62,14 @@ REPO_ROOT = HERE.parent.parent
 PIPELINE_LUA = HERE / "pipeline.lua"
 NGINX_TEMPLATE = REPO_ROOT / "bench" / "peers" / "nginx.conf.in"
 
-ENDPOINTS = {
-    # name: (path, expected body, expected content-type prefix)
-    "plaintext": ("/plaintext", b"Hello, World!", "text/plain"),
-    "json": ("/json", b'{"message":"Hello, World!"}', "application/json"),
-}
-MODELS = ("epoll", "libuv", "threadpool", "blocking", "uring")
+# The models and endpoints (servers/models.json), processes and /proc
+# readings below: bench/compare's.
+sys.path.insert(0, str(REPO_ROOT / "bench" / "compare"))
+from smcompare import models as _models  # noqa: E402
+
+# name: (path, expected body, expected content-type prefix), of the endpoints measured
+ENDPOINTS = {e.name: (e.path, e.body, e.content_type) for e in _models.BENCHMARKED}
+MODELS = _models.MODELS
 TARGET_ORDER = (*MODELS, "nginx", "floor")
 # The targets, relative to nginx in the same run: CPU per request
 # without pipelining (at most), req/s with pipelining (at least). blocking is
@@ -106,7 +108,6 @@ def log(msg: str = "") -> None:
 # Child processes and /proc readings: bench/compare's (spawn() with a new
 # session and PR_SET_PDEATHSIG, stop() sweeping the child's session).
 
-sys.path.insert(0, str(REPO_ROOT / "bench" / "compare"))
 from smcompare import procs as _procs  # noqa: E402
 from smcompare.util import fmt_rate, fmt_ratio  # noqa: E402
 
@@ -286,7 +287,7 @@ class EpollTarget(Target):
     def __init__(self, binary: Path, mode: str, cpu: int, tmp: Path, model: str = "epoll") -> None:
         super().__init__()
         if model != self.name and self.name == "epoll":
-            self.name, self.program = model, f"server-{model}"
+            self.name, self.program = model, _models.BY_NAME[model].binary
         self.binary, self.mode, self.cpu, self.tmp = binary, mode, cpu, tmp
         self.label = f"{self.program} --threads 1 --mode {mode}"
         self.stderr_path = tmp / f"{self.program}.stderr"
@@ -831,8 +832,8 @@ examples:
                          f"({', '.join(MODELS)}), nginx, floor (the no-parse responder, plaintext "
                          "scenarios only); a model not built or unable to run here is skipped with "
                          "its reason (default: %(default)s)")
-    ap.add_argument("--endpoints", default="plaintext,json",
-                    help="comma-separated endpoints: plaintext, json (default: %(default)s)")
+    ap.add_argument("--endpoints", default=",".join(ENDPOINTS),
+                    help=f"comma-separated endpoints: {', '.join(ENDPOINTS)} (default: %(default)s)")
     ap.add_argument("--build-dir", type=Path, default=REPO_ROOT / "build" / "release",
                     help="build directory holding servers/epoll/server-epoll (default: build/release in the repo)")
     ap.add_argument("--server-bin", type=Path, default=None,
@@ -896,7 +897,7 @@ examples:
     for opt, cpu in (("--server-cpu", a.server_cpu), ("--client-cpu", a.client_cpu)):
         if cpu not in allowed:
             ap.error(f"{opt} {cpu}: not an available CPU (available: {sorted(allowed)})")
-    a.bins = {m: a.build_dir / "servers" / m / f"server-{m}" for m in MODELS}
+    a.bins = {m: _models.BY_NAME[m].binary_in(a.build_dir) for m in MODELS}
     if a.server_bin is not None:
         a.bins["epoll"] = a.server_bin
     for item in a.bin:

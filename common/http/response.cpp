@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
-#include <charconv>
 #include <cstring>
 
 #include "http/json.hpp"

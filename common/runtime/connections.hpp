@@ -4,9 +4,9 @@
 // moves the bytes and calls these at the points its I/O reaches; it writes
 // no policy of its own.
 //
-// A model's connection derives from ConnectionRecord (and its constructor). Its lifetime: open() → ... → closed() (the descriptor is
-// closed, or being cancelled) → recycle() once nothing refers to it (the
-// model's stale events, completions or close callbacks have run).
+// A model's connection derives from ConnectionRecord (and its constructor). Its lifetime: open() →
+// ... → closed() (the descriptor is closed, or being cancelled) → recycle() once nothing refers to
+// it (the model's stale events, completions or close callbacks have run).
 #pragma once
 
 #include <chrono>
@@ -25,10 +25,7 @@ template <typename Conn>
 class Connections {
   public:
     Connections(const WorkerContext& ctx, const http::ResponseCache& cache) noexcept
-        : gate(ctx.connections),
-          deadlines(ctx.options),
-          options_(ctx.options),
-          cache_(cache) {}
+        : gate(ctx.connections), deadlines(ctx.options), options_(ctx.options), cache_(cache) {}
     Connections(const Connections&) = delete;
     Connections& operator=(const Connections&) = delete;
 

@@ -118,8 +118,7 @@ class Deadlines {
     // progressed(c) says it made progress the model could not see as it
     // happened (libuv reports only whole writes) is touched instead.
     template <typename Close, typename Head, typename Progressed = NoHiddenProgress>
-    void expire(Clock::time_point now, Close&& close, Head&& head,
-                Progressed&& progressed = {}) {
+    void expire(Clock::time_point now, Close&& close, Head&& head, Progressed&& progressed = {}) {
         while (!lingering_.empty() && front(lingering_).linger_deadline <= now)
             close(front(lingering_));
         while (!idle_.empty() && front(idle_).last_active + idle_timeout_ <= now) {

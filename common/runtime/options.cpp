@@ -21,7 +21,8 @@ std::chrono::milliseconds to_ms(double seconds) {
 }  // namespace
 
 ParsedOptions parse_server_options(std::string_view program_name, std::string_view description,
-                                   std::span<const ModelOption> extra, int argc, const char* const* argv) {
+                                   std::span<const ModelOption> extra, int argc,
+                                   const char* const* argv) {
     const std::string program{program_name};
     ServerOptions o;
     CLI::App app{fmt::format("{}: {}", program, description), program};

@@ -67,6 +67,7 @@ struct ParsedOptions {
 // Parses the command line of a server binary. Prints --help or a clear error
 // (and the usage hint) itself; the caller exits with exit_code when no options.
 ParsedOptions parse_server_options(std::string_view program, std::string_view description,
-                                   std::span<const ModelOption> extra, int argc, const char* const* argv);
+                                   std::span<const ModelOption> extra, int argc,
+                                   const char* const* argv);
 
 }  // namespace sm::runtime

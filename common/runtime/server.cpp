@@ -11,6 +11,7 @@
 #include <fmt/core.h>
 
 #include "runtime/log.hpp"
+#include "runtime/models.hpp"
 #include "runtime/tsan.hpp"
 
 #ifdef SM_TSAN
@@ -29,6 +30,17 @@ extern "C" const char* __tsan_default_options() {
 
 namespace sm::runtime {
 
+namespace {
+
+std::string_view description_of(const Model& model) {
+    if (!model.description.empty()) return model.description;
+    for (const ListedModel& m : kListedModels)
+        if (m.name == model.name) return m.shows;
+    return {};
+}
+
+}  // namespace
+
 void pin_worker_thread(const ServerOptions& opts, unsigned i) {
     if (!opts.cpus.empty()) pin_current_thread(opts.cpus[i % opts.cpus.size()]);
 }
@@ -38,7 +50,7 @@ int serve(const Model& model, int argc, const char* const* argv) {
         model.program.empty() ? fmt::format("server-{}", model.name) : std::string(model.program);
     set_program_name(program);
     ParsedOptions parsed =
-        parse_server_options(program, model.description, model.options, argc, argv);
+        parse_server_options(program, description_of(model), model.options, argc, argv);
     if (!parsed.options) return parsed.exit_code;
     const ServerOptions& opts = *parsed.options;
     if (model.probe) {
@@ -98,7 +110,8 @@ int serve(const Model& model, int argc, const char* const* argv) {
     std::fflush(stdout);
 
     const std::string_view why = wait_for_stop();
-    if (failures.load() == 0) log(fmt::format("{}: finishing responses in flight, then exiting", why));
+    if (failures.load() == 0)
+        log(fmt::format("{}: finishing responses in flight, then exiting", why));
     stop->request();
     threads.clear();  // joins every worker
     return failures.load() == 0 ? 0 : 1;

@@ -40,8 +40,7 @@ enum class ListenerLayout {
 };
 
 struct Model {
-    std::string_view name;         // "epoll": the binary is server-<name>
-    std::string_view description;  // one line for --help
+    std::string_view name;  // "epoll": the binary is server-<name>
     // Runs one thread's share of the server (per_thread), or the whole server
     // (one), until the stop signal. Throwing std::exception stops the whole
     // server with exit code 1.
@@ -52,6 +51,9 @@ struct Model {
     std::optional<std::string> (*probe)(const ServerOptions&) = nullptr;
     // The options only this model takes (read with ServerOptions::model_option).
     std::span<const ModelOption> options = {};
+    // One line for --help; empty: what servers/models.json says the model
+    // shows. For a program the list does not hold (bench/floor).
+    std::string_view description = {};
     // The binary's name when it is not "server-<name>" (bench/floor).
     std::string_view program = {};
 };

@@ -310,7 +310,7 @@ void Server::serve(Worker& w, int fd) {
         if (n < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN && in_head) continue;  // both deadlines are checked above
-            return;  // EAGAIN: --idle-timeout passed; or an error
+            return;                                    // EAGAIN: --idle-timeout passed; or an error
         }
         w.cache.refresh(std::time(nullptr));
         if (stopping_.load(std::memory_order_relaxed)) w.session.request_close();
@@ -336,17 +336,12 @@ void Server::linger(Worker& w, int fd) {
     }
 }
 
-// What serve() needs to know of this model.
-constexpr runtime::Model kModel{
-    .name = "blocking",
-    .description = "a thread per connection from a bounded pool (--threads started, up to "
-                   "--max-connections), blocking reads and writes",
-    .worker = &runtime::run<Server>,
-    .listeners = runtime::ListenerLayout::one,
-};
-
 }  // namespace sm::blocking
 
 int main(int argc, char** argv) {
-    return sm::runtime::serve(sm::blocking::kModel, argc, argv);
+    using namespace sm;
+    return runtime::serve({.name = "blocking",
+                           .worker = &runtime::run<blocking::Server>,
+                           .listeners = runtime::ListenerLayout::one},
+                          argc, argv);
 }

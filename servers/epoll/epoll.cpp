@@ -242,16 +242,9 @@ int Reactor::next_timeout_ms() {
     return wait.count() <= 0 ? 0 : static_cast<int>(std::min<long long>(wait.count(), 60'000));
 }
 
-// What serve() needs to know of this model.
-constexpr runtime::Model kModel{
-    .name = "epoll",
-    .description =
-        "one edge-triggered epoll reactor per thread, each with its own SO_REUSEPORT listener",
-    .worker = &runtime::run<Reactor>,
-};
-
 }  // namespace sm::epoll
 
 int main(int argc, char** argv) {
-    return sm::runtime::serve(sm::epoll::kModel, argc, argv);
+    using namespace sm;
+    return runtime::serve({.name = "epoll", .worker = &runtime::run<epoll::Reactor>}, argc, argv);
 }

@@ -128,9 +128,8 @@ void Worker::close_listener() noexcept {
     // Inside on_connection this also ends libuv's accept loop, which checks
     // the handle's descriptor after every callback. A connection libuv held
     // for us at --max-connections is closed with it.
-    uv_close(handle(listener_), [](uv_handle_t* h) {
-        of(h).listener_state_ = ListenerState::closed;
-    });
+    uv_close(handle(listener_),
+             [](uv_handle_t* h) { of(h).listener_state_ = ListenerState::closed; });
     listener_state_ = ListenerState::closing;
 }
 
@@ -326,14 +325,14 @@ void Worker::schedule() noexcept {
     timer_armed_ = true;
     timer_due_ = due;
     const auto wait = std::chrono::ceil<std::chrono::milliseconds>(due - now()).count();
-    uv_timer_start(&timer_, call<&Worker::timers>, wait > 0 ? static_cast<std::uint64_t>(wait) : 0, 0);
+    uv_timer_start(&timer_, call<&Worker::timers>, wait > 0 ? static_cast<std::uint64_t>(wait) : 0,
+                   0);
 }
 
 void Worker::timers(uv_timer_t*) {
     timer_armed_ = false;
     conns_.expire(
-        now(), [this](Connection& c) { close_now(c); },
-        [this](Connection& c) { expire_head(c); },
+        now(), [this](Connection& c) { close_now(c); }, [this](Connection& c) { expire_head(c); },
         [](Connection& c) {
             // libuv reports only the end of a write: a slow reader that took
             // some of it since the last look is making progress.
@@ -349,15 +348,9 @@ void Worker::timers(uv_timer_t*) {
     schedule();
 }
 
-// What serve() needs to know of this model.
-constexpr runtime::Model kModel{
-    .name = "libuv",
-    .description = "one libuv loop per thread, each with its own SO_REUSEPORT listener",
-    .worker = &runtime::run<Worker>,
-};
-
 }  // namespace sm::libuv
 
 int main(int argc, char** argv) {
-    return sm::runtime::serve(sm::libuv::kModel, argc, argv);
+    using namespace sm;
+    return runtime::serve({.name = "libuv", .worker = &runtime::run<libuv::Worker>}, argc, argv);
 }

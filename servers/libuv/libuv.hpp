@@ -46,8 +46,8 @@ using runtime::Clock;
 struct Connection : runtime::ConnectionRecord {
     using ConnectionRecord::ConnectionRecord;
 
-    uv_tcp_t tcp{};          // data: this Connection
-    uv_write_t write_req{};  // the part of a batch uv_try_write did not take
+    uv_tcp_t tcp{};             // data: this Connection
+    uv_write_t write_req{};     // the part of a batch uv_try_write did not take
     http::ByteBuffer pending;   // what write_req is writing (empty otherwise)
     std::size_t unwritten = 0;  // libuv's write queue at the last idle check
     bool reading = false;       // uv_read_start is in effect

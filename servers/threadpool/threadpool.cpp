@@ -35,8 +35,9 @@ using runtime::kReadsPerTurn;
 constexpr auto kStopPoll = std::chrono::milliseconds(20);
 constexpr runtime::ModelOption kQueueSize{
     .name = "queue-size",
-    .help = "Ready connections the reactor may queue for the workers; when full the reactor "
-            "waits for a free slot (back-pressure), it drops nothing",
+    .help =
+        "Ready connections the reactor may queue for the workers; when full the reactor "
+        "waits for a free slot (back-pressure), it drops nothing",
     .value = 1024};
 
 char listen_tag;
@@ -328,19 +329,14 @@ void Pool::close_connection(Connection& c) {
     std::unique_ptr<Connection> owned(&c);  // the registry's ownership ends here
 }
 
-// What serve() needs to know of this model.
-constexpr runtime::ModelOption kOptions[] = {kQueueSize};
-constexpr runtime::Model kModel{
-    .name = "threadpool",
-    .description = "half-sync/half-async: one epoll reactor hands ready connections to "
-                   "--threads workers through a bounded queue",
-    .worker = &runtime::run<Pool>,
-    .listeners = runtime::ListenerLayout::one,
-    .options = kOptions,
-};
-
 }  // namespace sm::threadpool
 
 int main(int argc, char** argv) {
-    return sm::runtime::serve(sm::threadpool::kModel, argc, argv);
+    using namespace sm;
+    static constexpr runtime::ModelOption kOptions[] = {threadpool::kQueueSize};
+    return runtime::serve({.name = "threadpool",
+                           .worker = &runtime::run<threadpool::Pool>,
+                           .listeners = runtime::ListenerLayout::one,
+                           .options = kOptions},
+                          argc, argv);
 }

@@ -31,12 +31,12 @@
 #include "http/session.hpp"
 #include "runtime/accept_gate.hpp"
 #include "runtime/handoff_queue.hpp"
-#include "runtime/shared_deadlines.hpp"
 #include "runtime/intrusive_list.hpp"
-#include "runtime/posix/epoll_util.hpp"
 #include "runtime/log.hpp"
+#include "runtime/posix/epoll_util.hpp"
 #include "runtime/posix/unique_fd.hpp"
 #include "runtime/server.hpp"
+#include "runtime/shared_deadlines.hpp"
 
 namespace sm::threadpool {
 
@@ -56,11 +56,11 @@ struct Connection {
     std::atomic<bool> armed{true};
     // Written by the owner, read by the reactor's sweep (no other shared state).
     runtime::SharedDeadlines deadlines{runtime::Clock::now()};
-    http::Session session;     // touched only by the worker that owns the connection
-    http::ByteBuffer pending;  // unsent responses; the connection then waits for EPOLLOUT
-    bool want_close = false;   // the session ended: close once pending is written
-    bool lingering = false;    // our side is shut down; reading until the client closes
-    runtime::ListHook registry_hook;             // under Pool::registry_mutex_
+    http::Session session;            // touched only by the worker that owns the connection
+    http::ByteBuffer pending;         // unsent responses; the connection then waits for EPOLLOUT
+    bool want_close = false;          // the session ended: close once pending is written
+    bool lingering = false;           // our side is shut down; reading until the client closes
+    runtime::ListHook registry_hook;  // under Pool::registry_mutex_
 };
 
 class Pool {

@@ -12,8 +12,8 @@
 
 #include <fmt/core.h>
 
-#include "uring/probe.hpp"
 #include "runtime/tuning.hpp"
+#include "uring/probe.hpp"
 
 namespace sm::uring {
 namespace {
@@ -40,9 +40,10 @@ constexpr std::size_t kBufferSize = 8 * 1024;
 constexpr std::uint16_t kBufferGroup = 0;
 constexpr runtime::ModelOption kUringBuffers{
     .name = "uring-buffers",
-    .help = "Provided receive buffers (8 KiB each, resident from the start) per thread's "
-            "io_uring; a power of two. Too few for the busy connections and recvs wait for the "
-            "next batch",
+    .help =
+        "Provided receive buffers (8 KiB each, resident from the start) per thread's "
+        "io_uring; a power of two. Too few for the busy connections and recvs wait for the "
+        "next batch",
     .value = 1024,
     .max = 32768,
     .power_of_two = true};
@@ -109,9 +110,8 @@ void Worker::run() {
         now_ = Clock::now();
         // The Date line is re-rendered only when the second changes.
         cache_.refresh(std::time(nullptr));
-        reap(ring_, buffers_, [this](std::uint64_t data, int res, unsigned flags) {
-            complete(data, res, flags);
-        });
+        reap(ring_, buffers_,
+             [this](std::uint64_t data, int res, unsigned flags) { complete(data, res, flags); });
         // Sends, finished connections, recv re-arms: after the whole batch,
         // so one connection's responses to all of it leave in one send.
         while (Connection* c = work_.pop_front())
@@ -464,19 +464,14 @@ std::optional<std::string> model_probe(const runtime::ServerOptions& /*options*/
 }
 
 }  // namespace
-// What serve() needs to know of this model.
-constexpr runtime::ModelOption kOptions[] = {kUringBuffers};
-constexpr runtime::Model kModel{
-    .name = "uring",
-    .description = "one io_uring per thread: multishot accept, multishot recv into provided "
-                   "buffers, one send per connection per submission",
-    .worker = &runtime::run<Worker>,
-    .probe = &model_probe,
-    .options = kOptions,
-};
-
 }  // namespace sm::uring
 
 int main(int argc, char** argv) {
-    return sm::runtime::serve(sm::uring::kModel, argc, argv);
+    using namespace sm;
+    static constexpr runtime::ModelOption kOptions[] = {uring::kUringBuffers};
+    return runtime::serve({.name = "uring",
+                           .worker = &runtime::run<uring::Worker>,
+                           .probe = &uring::model_probe,
+                           .options = kOptions},
+                          argc, argv);
 }

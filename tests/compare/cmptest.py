@@ -52,8 +52,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1] / "bench" / "compare"))
+from smcompare.models import BY_NAME, MODELS  # noqa: E402
+
 HELLO_SERVER = HERE / "hello_server.py"
-MODELS = ("epoll", "libuv", "threadpool", "blocking", "uring")
 TOKEN_VAR = "SMCMP_TEST_TOKEN"
 # Tiny settings: one round, 0.3 s measured, 0.1 s warm-up, no pause.
 TINY = ["--rounds", "1", "--duration", "0.3", "--warmup", "0.1", "--pause", "0"]
@@ -299,7 +301,7 @@ class Session:
     # the private build directory
     def _make_build(self, wrappers: bool) -> None:
         real = Config.build_dir
-        items = [(f"servers/{m}/server-{m}") for m in MODELS] + ["bench/floor/floor", "bench/loadgen/loadgen"]
+        items = [f"servers/{m}/{BY_NAME[m].binary}" for m in MODELS] + ["bench/floor/floor", "bench/loadgen/loadgen"]
         for rel in items:
             src = real / rel
             if not src.exists():

@@ -166,7 +166,7 @@ class Targets(CompareTestCase):
         targets = by_id(results)
         self.assertMeasured(results, "epoll/composed", run)
         self.assertMeasured(results, "floor", run)
-        for name in ("libuv", "threadpool", "blocking", "uring", "nginx", "h2o"):
+        for name in (*(m for m in cmptest.MODELS if m != "epoll"), "nginx", "h2o"):
             found = [t for t in results["targets"] if t.get("name") == name]
             self.assertTrue(found, f"{name}: not reported (ids: {sorted(targets)})" + run.describe())
             for t in found:

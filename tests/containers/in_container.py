@@ -23,12 +23,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench" / "compare"))
 from smcompare.hosting import IMAGE, Engine  # noqa: E402
+from smcompare.models import BY_NAME  # noqa: E402
 
 
 def main() -> int:
     model = os.environ.get("SM_MODEL")
-    if not model:
-        print("in_container.py: SM_MODEL must name the model", file=sys.stderr)
+    if model not in BY_NAME:
+        print(f"in_container.py: SM_MODEL must name a model ({', '.join(BY_NAME)}), not {model!r}",
+              file=sys.stderr)
         return 2
     engine = Engine(Engine.pick(os.environ.get("SM_ENGINE")), os.environ.get("SM_IMAGE", IMAGE), [])
     why = engine.unusable()

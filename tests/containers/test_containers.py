@@ -33,10 +33,10 @@ sys.path.insert(0, str(REPO / "bench" / "compare"))
 from smcompare import probe  # noqa: E402
 from smcompare.procs import free_port  # noqa: E402
 from smcompare.hosting import IMAGE, Engine, limits_options  # noqa: E402
+from smcompare.models import BY_NAME, MODELS  # noqa: E402
 from smcompare.targets import ENDPOINTS  # noqa: E402
 
 BENCH_IMAGE = "servermodels/bench:latest"
-MODELS = ("epoll", "libuv", "threadpool", "blocking", "uring")
 PREFIX = "sm-test-"
 RUN_TIMEOUT = 120
 
@@ -132,6 +132,9 @@ class Image(EngineCase):
                        for line in (REPO / "CMakeLists.txt").read_text().splitlines()
                        if line.startswith("project(servermodels VERSION"))
         self.assertEqual(labels["org.opencontainers.image.version"], version)
+        # docker/build.sh lists the models of servers/models.json.
+        self.assertEqual(labels.get("org.opencontainers.image.description"),
+                         "HTTP/1.1 server models: " + ", ".join(BY_NAME[m].binary for m in MODELS))
         # No shell, no package manager: only the servers and their libraries.
         for tool in ("sh", "apt-get"):
             r = run(self.exe, "run", "--rm", "--pull=never", *limits_options(), "--name", self.name("noshell"),

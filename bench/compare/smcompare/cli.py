@@ -15,6 +15,7 @@ from pathlib import Path
 
 from . import envinfo, output, procs
 from .measure import Load, Scenario, run_once
+from .models import BY_NAME
 from .summary import compare, summarize
 from .hosting import ContainerTarget, Engine, describe_options, hosted_targets, parse_hosting
 from .targets import (ALL_TARGETS, MODELS, REPO_ROOT, ContenderTarget, H2oTarget, ModelTarget, NginxTarget,
@@ -234,7 +235,7 @@ def build_targets(a: argparse.Namespace) -> list[Target]:
     out: list[Target] = []
     for name in wanted:
         if name in MODELS:
-            binary = a.build_dir / "servers" / name / f"server-{name}"
+            binary = BY_NAME[name].binary_in(a.build_dir)
             out += [ModelTarget(name, binary, mode, requested) for mode in a.modes]
         elif name == "floor":
             out.append(ModelTarget("floor", a.build_dir / "bench" / "floor" / "floor", None, requested))
@@ -435,7 +436,7 @@ def measure(a: argparse.Namespace) -> tuple[dict, bool]:
     versions = {"loadgen": envinfo.tool_version([str(a.loadgen), "--version"]) or "unknown"}
     for t in targets:
         if isinstance(t, ModelTarget) and t.binary.exists() and t.name not in versions:
-            versions[t.name if t.kind == "floor" else f"server-{t.name}"] = \
+            versions[t.name if t.kind == "floor" else t.binary.name] = \
                 envinfo.tool_version([str(t.binary), "--version"]) or "unknown"
         elif t.version:
             versions[t.name] = t.version

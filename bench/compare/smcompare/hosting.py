@@ -27,6 +27,7 @@ import subprocess
 from pathlib import Path
 
 from . import procs
+from .models import BY_NAME
 from .targets import PEERS_DIR, ModelTarget, Placement, StartError
 
 HOSTINGS = ("bare", "container", "bridged", "proxied")
@@ -105,7 +106,8 @@ class Engine:
         return f"revision {rev or 'unknown'}, image {iid[:12]}"
 
     def seccomp_profile(self, tmp: Path) -> list[str]:
-        """--security-opt for server-uring: the engine's default seccomp profile
+        """--security-opt for a model that needs io_uring (server-uring;
+        servers/models.json says which): the engine's default seccomp profile
         with io_uring's three system calls allowed (the default refuses them),
         so the container is still filtered; unconfined where no default
         profile file is found (docker builds its profile in)."""
@@ -121,15 +123,16 @@ class Engine:
 
     def run_argv(self, name: str, model: str, server_args: list[str], tmp: Path,
                  publish: str | None = None) -> list[str]:
-        """`ENGINE run` of server-MODEL from the image, in the foreground (its
+        """`ENGINE run` of MODEL's binary from the image, in the foreground (its
         ready line on stdout, SIGTERM passed on to it), removed when it exits:
         host networking, or the bridge network with `publish` (-p's value)."""
         run = [self.exe or self.name, "run", "--rm", "--name", name, "--pull=never", "--stop-timeout", "10",
                *limits_options(), *self.options]
-        if model == "uring":
+        m = BY_NAME[model]
+        if m.needs_io_uring:
             run += self.seccomp_profile(tmp)
         run += ["-p", publish] if publish else ["--network", "host"]
-        return [*run, self.image, f"server-{model}", *server_args]
+        return [*run, self.image, m.binary, *server_args]
 
     def container_pid(self, name: str) -> int | None:
         r = self._run("inspect", "--format", "{{.State.Pid}}", name)
@@ -177,7 +180,7 @@ class ContainerTarget(ModelTarget):
         self.hosting, self.engine = hosting, engine
         self.kind = "model"
         net = "host networking" if hosting == "container" else "bridge network, published port"
-        self.label = f"server-{bare.name} --mode {bare.mode} in {engine.name} ({engine.image}, {net})"
+        self.label = f"{bare.binary.name} --mode {bare.mode} in {engine.name} ({engine.image}, {net})"
         self.container = ""
         self._count = 0
 
@@ -243,7 +246,7 @@ class ProxiedTarget(ModelTarget):
         self.hosting = "proxied"
         self.nginx = nginx
         self.kind = "model"
-        self.label = f"server-{bare.name} --mode {bare.mode} behind nginx (keep-alive upstream)"
+        self.label = f"{bare.binary.name} --mode {bare.mode} behind nginx (keep-alive upstream)"
         self.proxy: subprocess.Popen | None = None
         self.model_port = 0
 

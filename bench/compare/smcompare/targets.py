@@ -20,20 +20,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import probe, procs
+from .models import BENCHMARKED, MODELS
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 PEERS_DIR = REPO_ROOT / "bench" / "peers"
 PROBE_SCRIPT = Path(__file__).resolve().parent / "probe.py"
-MODELS = ("epoll", "libuv", "threadpool", "blocking", "uring")
 PEERS = ("nginx", "h2o")
 ALL_TARGETS = (*MODELS, "floor", *PEERS)
 STARTUP_TIMEOUT = 15.0
 
-ENDPOINTS = {
-    # path: (expected body, Content-Type prefix)
-    "/plaintext": (b"Hello, World!", "text/plain"),
-    "/json": (b'{"message":"Hello, World!"}', "application/json"),
-}
+# path: (expected body, Content-Type prefix), of the endpoints measured
+ENDPOINTS = {e.path: (e.body, e.content_type) for e in BENCHMARKED}
 
 
 class StartError(Exception):
@@ -157,7 +154,7 @@ class ModelTarget(Target):
         kind = "floor" if name == "floor" else "model"
         tid = name if mode is None else f"{name}/{mode}"
         label = ("bench/floor: no-parse responder, one canned plaintext response per request"
-                 if kind == "floor" else f"server-{name} --mode {mode}")
+                 if kind == "floor" else f"{binary.name} --mode {mode}")
         super().__init__(id=tid, name=name, kind=kind, mode=mode, label=label, requested=requested,
                          paths=("/plaintext",) if kind == "floor" else ("/plaintext", "/json"))
         self.binary = binary
