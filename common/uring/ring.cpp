@@ -1,5 +1,7 @@
 #include "uring/ring.hpp"
 
+#include "runtime/tsan.hpp"
+
 #include <sys/mman.h>
 
 #include <array>
@@ -31,7 +33,26 @@ constexpr std::array<FlagSet, 3> kFlagSets = {{
 }  // namespace
 
 Ring::~Ring() {
-    if (live_) io_uring_queue_exit(&ring_);
+    if (!live_) return;
+#ifdef SM_TSAN
+    // liburing maps and unmaps the rings with raw system calls, which
+    // ThreadSanitizer does not see: a ring another thread maps later at the
+    // same address would look like a race with this one's owner (seen when
+    // one worker stops before another has set its ring up). So the rings
+    // are unmapped here through libc, which TSan sees, and liburing is left
+    // nothing to unmap (zero sizes: its munmap calls fail harmlessly); it
+    // still closes the ring.
+    const std::size_t sqe_bytes = ring_.sq.ring_entries * sizeof(io_uring_sqe) *
+                                  ((ring_.flags & IORING_SETUP_SQE128) ? 2 : 1);
+    ::munmap(ring_.sq.sqes, sqe_bytes);
+    ::munmap(ring_.sq.ring_ptr, ring_.sq.ring_sz);
+    if (ring_.cq.ring_ptr != nullptr && ring_.cq.ring_ptr != ring_.sq.ring_ptr)
+        ::munmap(ring_.cq.ring_ptr, ring_.cq.ring_sz);
+    ring_.sq.ring_entries = 0;
+    ring_.sq.ring_sz = 0;
+    ring_.cq.ring_ptr = nullptr;
+#endif
+    io_uring_queue_exit(&ring_);
 }
 
 int Ring::init(unsigned sq_entries, unsigned cq_entries) noexcept {
