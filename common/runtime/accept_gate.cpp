@@ -13,6 +13,7 @@ bool AcceptGate::try_acquire(Clock::time_point now) {
 }
 
 void AcceptGate::close_at_limit(Clock::time_point now) {
+    if (shut_) return;
     retry_ = now + kLimitPause;
     if (at_limit()) return;
     closed_ = at_limit_ = true;
@@ -29,6 +30,7 @@ AcceptError AcceptGate::refused(int err, Clock::time_point now) {
 }
 
 void AcceptGate::pause(int err, Clock::time_point now) {
+    if (shut_) return;
     closed_ = true;
     at_limit_ = false;
     retry_ = now + kAcceptPause;

@@ -64,13 +64,19 @@ class AcceptGate {
     // The model watches its listener again. At the limit it asks again at
     // once (try_acquire); if that fails the gate closes for another round.
     void reopen() noexcept { closed_ = at_limit_ = false; }
-    // After the listener is closed for good (shutdown): nothing to reopen.
-    void shut() noexcept { closed_ = true, at_limit_ = false, retry_ = Clock::time_point::max(); }
+    // After the listener is closed for good (shutdown): nothing to reopen,
+    // and nothing later (an accept error still in flight) schedules a retry.
+    void shut() noexcept {
+        shut_ = closed_ = true;
+        at_limit_ = false;
+        retry_ = Clock::time_point::max();
+    }
 
   private:
     ConnectionLimit& limit_;
     bool closed_ = false;
     bool at_limit_ = false;
+    bool shut_ = false;
     Clock::time_point retry_ = Clock::time_point::max();
     RateLimitedLog limit_log_;
     RateLimitedLog exhausted_log_;

@@ -17,11 +17,13 @@ class RateLimit {
     explicit RateLimit(std::chrono::steady_clock::duration interval = std::chrono::seconds(1))
         : interval_(interval) {}
     // True when a message may be logged now; counts the ones suppressed.
+    // The first message always may, however near the clock's epoch `now` is.
     bool allow(std::chrono::steady_clock::time_point now) noexcept {
-        if (now - last_ < interval_) {
+        if (allowed_any_ && now - last_ < interval_) {
             ++suppressed_;
             return false;
         }
+        allowed_any_ = true;
         last_ = now;
         return true;
     }
@@ -35,6 +37,7 @@ class RateLimit {
   private:
     std::chrono::steady_clock::duration interval_;
     std::chrono::steady_clock::time_point last_{};
+    bool allowed_any_ = false;
     unsigned long suppressed_ = 0;
 };
 
