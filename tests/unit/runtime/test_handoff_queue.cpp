@@ -78,25 +78,30 @@ TEST_CASE("handoff_queue close lets the queue drain, then pop returns nullptr", 
     CHECK(q.pop() == nullptr);  // and stays so
 }
 
+// One consumer thread per slot of `got`, each storing what its pop()
+// returns; once all have started, `then()` runs; returns after joining them.
+template <std::size_t N, typename Then>
+void pop_in_threads(HandOffQueue<int>& q, std::array<int*, N>& got, Then&& then) {
+    std::latch started(static_cast<std::ptrdiff_t>(N));
+    std::vector<std::jthread> consumers;
+    for (std::size_t i = 0; i < N; ++i)
+        consumers.emplace_back([&, i] {
+            started.count_down();
+            got[i] = q.pop();
+        });
+    started.wait();
+    then();
+}
+
 TEST_CASE("handoff_queue close wakes every blocked pop with nullptr", "[handoff_queue]") {
     HandOffQueue<int> q(4);
     constexpr int kConsumers = 3;
-    std::latch started(kConsumers);
     int unset = 0;
     std::array<int*, kConsumers> got{};
     got.fill(&unset);
-    {
-        std::vector<std::jthread> consumers;
-        for (int i = 0; i < kConsumers; ++i)
-            consumers.emplace_back([&, i] {
-                started.count_down();
-                got[static_cast<std::size_t>(i)] = q.pop();
-            });
-        // Whether each consumer is inside pop() yet or not, the outcome is
-        // the same; one that sleeps there must be woken (notify_all).
-        started.wait();
-        q.close();
-    }  // joins
+    // Whether each consumer is inside pop() yet or not, the outcome is the
+    // same; one that sleeps there must be woken (notify_all).
+    pop_in_threads(q, got, [&] { q.close(); });  // joins
     for (int* p : got)
         CHECK(p == nullptr);
 }
@@ -109,18 +114,9 @@ TEST_CASE("handoff_queue a batch wakes as many waiting consumers as it has items
     for (std::size_t i = 0; i < v.size(); ++i)
         items[i] = &v[i];
     HandOffQueue<int> q(8);
-    std::latch started(kConsumers);
     std::array<int*, kConsumers> got{};
-    {
-        std::vector<std::jthread> consumers;
-        for (int i = 0; i < kConsumers; ++i)
-            consumers.emplace_back([&, i] {
-                started.count_down();
-                got[static_cast<std::size_t>(i)] = q.pop();
-            });
-        started.wait();
-        q.push(items, kConsumers);
-    }  // joins: hangs if a consumer asleep in pop() was not woken
+    // Joins: hangs if a consumer asleep in pop() was not woken.
+    pop_in_threads(q, got, [&] { q.push(items, kConsumers); });
     std::sort(got.begin(), got.end());
     std::array<int*, kConsumers> want{items[0], items[1], items[2]};
     std::sort(want.begin(), want.end());

@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "posix/socket_support.hpp"
 #include "runtime/cpu.hpp"
 #include "runtime/platform.hpp"
 #include "runtime/posix/unique_fd.hpp"
@@ -31,6 +32,8 @@ using sm::runtime::AcceptError;
 using sm::runtime::Listener;
 using sm::runtime::StopSignal;
 using sm::runtime::UniqueFd;
+using sm::runtime::test::connect_to;
+using sm::runtime::test::SocketPair;
 
 namespace {
 
@@ -52,32 +55,10 @@ bool fd_open(int fd) {
     return ::fcntl(fd, F_GETFD) != -1 || errno != EBADF;
 }
 
-// A blocking TCP client connected to 127.0.0.1:port (or -1 and errno).
-UniqueFd connect_to(std::uint16_t port) {
-    UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    REQUIRE(fd);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return UniqueFd();
-    return fd;
-}
-
 bool readable(int fd) {
     pollfd p{fd, POLLIN, 0};
     return ::poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
 }
-
-struct SocketPair {
-    SocketPair() {
-        int sv[2];
-        REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) == 0);
-        ours.reset(sv[0]);
-        peer.reset(sv[1]);
-    }
-    UniqueFd ours, peer;
-};
 
 }  // namespace
 

@@ -29,30 +29,19 @@
 #include "runtime/posix/epoll_util.hpp"
 #include "runtime/posix/unique_fd.hpp"
 #include "runtime_test_support.hpp"
+#include "socket_support.hpp"
 
 using sm::runtime::AcceptGate;
 using sm::runtime::ConnectionLimit;
 using sm::runtime::UniqueFd;
 using sm::runtime::WatchedListener;
+using sm::runtime::test::connect_to;
 using sm::test::at;
 
 namespace {
 
 char listen_tag;
 char stop_tag;
-
-// A blocking TCP client of 127.0.0.1:port; `err` is connect()'s errno.
-UniqueFd connect_to(std::uint16_t port, int* err = nullptr) {
-    UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    REQUIRE(fd);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    const int rc = ::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a);
-    if (err) *err = rc == 0 ? 0 : errno;
-    return rc == 0 ? std::move(fd) : UniqueFd();
-}
 
 // Restores the descriptor limit however the case ends.
 class DescriptorLimit {

@@ -13,24 +13,16 @@
 #include "http/byte_buffer.hpp"
 #include "runtime/posix/socket_io.hpp"
 #include "runtime/posix/unique_fd.hpp"
+#include "socket_support.hpp"
 
 using sm::http::ByteBuffer;
 using sm::runtime::discard_input;
 using sm::runtime::IoResult;
 using sm::runtime::send_from;
 using sm::runtime::UniqueFd;
+using sm::runtime::test::SocketPair;
 
 namespace {
-
-struct SocketPair {
-    SocketPair() {
-        int sv[2];
-        REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) == 0);
-        ours.reset(sv[0]);
-        peer.reset(sv[1]);
-    }
-    UniqueFd ours, peer;
-};
 
 // Everything readable on fd now (non-blocking).
 std::string read_all(int fd) {
