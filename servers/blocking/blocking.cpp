@@ -17,6 +17,7 @@
 #include "http/response.hpp"
 #include "http/session.hpp"
 #include "runtime/posix/socket_io.hpp"
+#include "runtime/read_deadlines.hpp"
 
 namespace sm::blocking {
 namespace {
@@ -265,37 +266,24 @@ void Server::serve(Worker& w, int fd) {
     }
     w.session.reset();
     w.out.clear();
-    // Inside a request head, each read waits until the head's deadline (set
-    // at its first byte, never moved: trickling cannot extend it) or until
-    // --idle-timeout after the last read, whichever comes first; otherwise
-    // for --idle-timeout. Within a head the socket's timeout is only changed
-    // when it is off by more than kHeadSlack, so pipelined reads that each
-    // end inside a new head cost no setsockopt each; a read that wakes early
-    // goes round again.
-    Clock::time_point head_deadline{};
-    Clock::time_point last_read{};  // kept while in a head only
-    http::HeadMark head;
-    bool in_head = false;
+    // Within a head the socket's timeout is only changed when it is off by
+    // more than kHeadSlack, so pipelined reads that each end inside a new
+    // head cost no setsockopt each; a read that wakes early goes round again.
+    runtime::ReadDeadlines deadlines(opts_);
     std::chrono::milliseconds rcv_timeout = opts_.idle_timeout;
     while (true) {
-        std::chrono::milliseconds want = opts_.idle_timeout;
-        bool off = false;
-        if (in_head) {
-            const auto now = Clock::now();
-            if (now >= head_deadline) {
+        std::chrono::milliseconds want{};
+        switch (deadlines.next(Clock::now(), want)) {
+            case runtime::ReadDeadlines::Next::read: break;
+            case runtime::ReadDeadlines::Next::idle: return;  // closed like any idle connection
+            case runtime::ReadDeadlines::Next::head_late:
                 // Everything answered so far is written: the 408 follows it.
                 w.session.expire_head(w.out);
                 if (runtime::send_from(fd, w.out) == runtime::IoResult::done) linger(w, fd);
                 return;
-            }
-            const auto until = std::min(head_deadline, last_read + opts_.idle_timeout);
-            if (now >= until) return;  // quiet for --idle-timeout: closed like any idle connection
-            want = std::chrono::ceil<std::chrono::milliseconds>(until - now);
-            off = want > rcv_timeout + kHeadSlack || rcv_timeout > want + kHeadSlack;
-        } else {
-            off = want != rcv_timeout;
         }
-        if (off) {
+        if (deadlines.in_head() ? want > rcv_timeout + kHeadSlack || rcv_timeout > want + kHeadSlack
+                                : want != rcv_timeout) {
             set_receive_timeout(fd, want);
             rcv_timeout = want;
         }
@@ -309,19 +297,14 @@ void Server::serve(Worker& w, int fd) {
         if (n == 0) return;  // the client closed (or the stop shut our read side)
         if (n < 0) {
             if (errno == EINTR) continue;
-            if (errno == EAGAIN && in_head) continue;  // both deadlines are checked above
-            return;                                    // EAGAIN: --idle-timeout passed; or an error
+            if (errno == EAGAIN && deadlines.in_head())
+                continue;  // the deadlines are checked above
+            return;        // EAGAIN: --idle-timeout passed; or an error
         }
         w.cache.refresh(std::time(nullptr));
         if (stopping_.load(std::memory_order_relaxed)) w.session.request_close();
         const auto r = w.session.feed({w.read_buf.get(), static_cast<std::size_t>(n)}, w.out);
-        in_head = w.session.in_head();
-        if (in_head) {
-            last_read = Clock::now();
-            // A read that ends one head and begins the next starts a new deadline.
-            if (head.is_new(w.session, head_deadline != Clock::time_point{}))
-                head_deadline = last_read + opts_.header_timeout;
-        }
+        deadlines.fed(w.session, Clock::now());
         if (runtime::send_from(fd, w.out) != runtime::IoResult::done) return;
         if (r == http::Session::Result::close) return linger(w, fd);
     }
