@@ -12,6 +12,7 @@
 #include "http/session.hpp"
 #include "runtime/clock.hpp"
 #include "runtime/options.hpp"
+#include "runtime/platform.hpp"
 
 namespace sm::runtime {
 
@@ -51,6 +52,23 @@ class SharedDeadlines {
     // The lingering close started: only the linger deadline bounds it now.
     void linger(Clock::time_point now, std::chrono::milliseconds timeout) noexcept {
         linger_deadline_.store(ticks(now + timeout), kRelaxed);
+    }
+
+    // The same, with the timeouts the server was given: what a model calls,
+    // so that it names no timeout itself.
+    void track_head(const http::Session& s, Clock::time_point now,
+                    const ServerOptions& o) noexcept {
+        track_head(s, now, o.header_timeout);
+    }
+    // Starts the lingering close on `socket` (platform.hpp) and its
+    // deadline; false: close at once instead.
+    bool start_linger(NativeHandle socket, Clock::time_point now, const ServerOptions& o) noexcept {
+        if (!start_lingering_close(socket, o.linger_timeout)) return false;
+        linger(now, o.linger_timeout);
+        return true;
+    }
+    [[nodiscard]] Due due(Clock::time_point now, const ServerOptions& o) const noexcept {
+        return due(now, o.idle_timeout);
     }
 
     [[nodiscard]] bool head_due(Clock::time_point now) const noexcept {

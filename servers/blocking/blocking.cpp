@@ -279,7 +279,8 @@ void Server::serve(Worker& w, int fd) {
             case runtime::ReadDeadlines::Next::head_late:
                 // Everything answered so far is written: the 408 follows it.
                 w.session.expire_head(w.out);
-                if (runtime::send_from(fd, w.out) == runtime::IoResult::done) linger(w, fd);
+                if (runtime::send_from(fd, w.out) == runtime::IoResult::done)
+                    runtime::linger_blocking(fd, w.read_buf.get(), kReadSize, opts_);
                 return;
         }
         if (deadlines.in_head() ? want > rcv_timeout + kHeadSlack || rcv_timeout > want + kHeadSlack
@@ -306,16 +307,8 @@ void Server::serve(Worker& w, int fd) {
         const auto r = w.session.feed({w.read_buf.get(), static_cast<std::size_t>(n)}, w.out);
         deadlines.fed(w.session, Clock::now());
         if (runtime::send_from(fd, w.out) != runtime::IoResult::done) return;
-        if (r == http::Session::Result::close) return linger(w, fd);
-    }
-}
-
-void Server::linger(Worker& w, int fd) {
-    if (!runtime::start_lingering_close(fd, opts_.linger_timeout)) return;
-    set_timeouts(fd, opts_.linger_timeout, opts_.linger_timeout);
-    const auto deadline = Clock::now() + opts_.linger_timeout;
-    while (Clock::now() < deadline &&
-           runtime::discard_input(fd, w.read_buf.get(), kReadSize, 1) == runtime::IoResult::done) {
+        if (r == http::Session::Result::close)
+            return runtime::linger_blocking(fd, w.read_buf.get(), kReadSize, opts_);
     }
 }
 

@@ -38,7 +38,6 @@ class Server {
     bool wait_for_idle_thread();
     void worker_loop(Worker& w);
     void serve(Worker& w, int fd);
-    void linger(Worker& w, int fd);
     void stop_connections(int how, bool only_idle);
 
     const runtime::ServerOptions& opts_;

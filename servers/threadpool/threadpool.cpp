@@ -180,7 +180,7 @@ void Pool::sweep(Clock::time_point now) {
     // so the descriptor shut down here is never someone else's.
     const std::lock_guard lock(registry_mutex_);
     registry_.for_each([&](Connection& c) {
-        switch (c.deadlines.due(now, opts_.idle_timeout)) {
+        switch (c.deadlines.due(now, opts_)) {
             case runtime::SharedDeadlines::Due::nothing: return;
             case runtime::SharedDeadlines::Due::close: ::shutdown(c.fd, SHUT_RDWR); return;
             case runtime::SharedDeadlines::Due::head:
@@ -248,7 +248,7 @@ void Pool::service(Worker& w, Connection& c, std::uint32_t events) {
         if (n > 0) {
             --budget;
             const auto r = c.session.feed({w.read_buf.get(), static_cast<std::size_t>(n)}, w.out);
-            c.deadlines.track_head(c.session, now, opts_.header_timeout);
+            c.deadlines.track_head(c.session, now, opts_);
             if (r == http::Session::Result::close) {
                 c.want_close = true;
                 break;
@@ -312,9 +312,8 @@ void Pool::expire_head(Worker& w, Connection& c) {
 
 void Pool::start_linger(Worker& w, Connection& c) {
     // The sweep enforces the deadline.
-    if (!runtime::start_lingering_close(c.fd, opts_.linger_timeout)) return close_connection(c);
+    if (!c.deadlines.start_linger(c.fd, Clock::now(), opts_)) return close_connection(c);
     c.lingering = true;
-    c.deadlines.linger(Clock::now(), opts_.linger_timeout);
     service(w, c, EPOLLIN);
 }
 

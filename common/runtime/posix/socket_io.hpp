@@ -4,12 +4,16 @@
 #pragma once
 
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstddef>
 
 #include "http/byte_buffer.hpp"
+#include "runtime/clock.hpp"
+#include "runtime/options.hpp"
+#include "runtime/platform.hpp"
 
 namespace sm::runtime {
 
@@ -45,6 +49,21 @@ inline IoResult discard_input(int fd, char* buf, std::size_t size, int reads) no
         return n < 0 && errno == EAGAIN ? IoResult::would_block : IoResult::closed;
     }
     return IoResult::done;
+}
+
+// The lingering close of a blocking socket, from start to end: shut down for
+// writing, then read and discard until the client closes or
+// --linger-timeout passes (the socket's timeouts bound each call).
+inline void linger_blocking(int fd, char* buf, std::size_t size, const ServerOptions& o) noexcept {
+    if (!start_lingering_close(fd, o.linger_timeout)) return;
+    timeval tv{};
+    tv.tv_sec = static_cast<time_t>(o.linger_timeout.count() / 1000);
+    tv.tv_usec = static_cast<suseconds_t>((o.linger_timeout.count() % 1000) * 1000);
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    const auto deadline = Clock::now() + o.linger_timeout;
+    while (Clock::now() < deadline && discard_input(fd, buf, size, 1) == IoResult::done) {
+    }
 }
 
 }  // namespace sm::runtime
