@@ -2,6 +2,8 @@
 // and bad values rejected with exit code 2.
 #include <catch2/catch.hpp>
 
+#include <simdjson.h>
+
 #include <regex>
 #include <string>
 #include <vector>
@@ -61,6 +63,27 @@ TEST_CASE("options help exits 0 and lists the options", "[conformance][options]"
     }
 }
 
+// serve() takes the --help line from the list of models (cmake/Models.cmake
+// writes it into runtime/models.hpp): it must say what servers/models.json
+// says the model shows, without the file's `code` marks.
+TEST_CASE("options help begins with what servers/models.json says the model shows",
+          "[conformance][options]") {
+    simdjson::dom::parser parser;
+    simdjson::dom::element list;
+    REQUIRE(parser.load(SM_MODELS_FILE).get(list) == simdjson::SUCCESS);
+    std::string shows;
+    for (simdjson::dom::element m : list["models"].get_array()) {
+        if (std::string_view(m["name"].get_string()) == target().model)
+            shows = std::string(std::string_view(m["shows"].get_string()));
+    }
+    INFO("model " << target().model << " in " << SM_MODELS_FILE);
+    REQUIRE_FALSE(shows.empty());
+    std::erase(shows, '`');
+    const RunResult r = run_to_exit(target().binary, {"--help"}, 5s);
+    const std::string first = r.out.substr(0, r.out.find('\n'));
+    CHECK(first == "server-" + target().model + ": " + shows);
+}
+
 TEST_CASE("options version exits 0", "[conformance][options]") {
     const RunResult r = run_to_exit(target().binary, {"--version"}, 5s);
     INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
@@ -80,8 +103,7 @@ TEST_CASE("options bad value exits 2 with an error", "[conformance][options]") {
         Case{{"--mode", "fast"}, "mode"}, Case{{"--backlog", "0"}, "backlog"},
         Case{{"--cpus", "x"}, "cpus"}, Case{{"--max-body-bytes", "lots"}, "max-body-bytes"},
         Case{{"--shutdown-timeout", "-1"}, "shutdown-timeout"},
-        Case{{"--header-timeout", "0"}, "header-timeout"},
-        Case{{"--frobnicate"}, "frobnicate"});
+        Case{{"--header-timeout", "0"}, "header-timeout"}, Case{{"--frobnicate"}, "frobnicate"});
     std::vector<std::string> args = {"--address", "127.0.0.1", "--port", "0"};
     args.insert(args.end(), bad.args.begin(), bad.args.end());
     const RunResult r = run_to_exit(target().binary, args, 5s);

@@ -57,6 +57,12 @@ struct SessionEnv {
     http::Limits limits;
 };
 
+// A session of its own, for the deadline fixtures.
+struct SessionFixture {
+    SessionEnv env;
+    http::Session session{env.cache, env.limits};
+};
+
 // Feeds `bytes` to s; returns the responses it wrote.
 inline std::string feed(http::Session& s, std::string_view bytes) {
     http::ByteBuffer out;

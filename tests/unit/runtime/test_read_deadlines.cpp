@@ -20,9 +20,7 @@ using sm::test::kRequest;
 
 namespace {
 
-struct Fixture {
-    sm::test::SessionEnv env;
-    sm::http::Session session{env.cache, env.limits};
+struct Fixture : sm::test::SessionFixture {
     ReadDeadlines d{sm::test::test_options()};
     std::chrono::milliseconds wait{};
 

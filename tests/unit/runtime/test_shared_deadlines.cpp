@@ -1,11 +1,14 @@
 // runtime::SharedDeadlines: a connection's idle, head and linger deadlines in
 // atomics, for a connection whose owner changes threads (server-threadpool).
 // The owner records progress; a sweeping thread asks due(). Time is explicit.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
 #include <string>
 
 #include "http/session.hpp"
+#include "posix/socket_support.hpp"
 #include "runtime/shared_deadlines.hpp"
 #include "runtime_test_support.hpp"
 
@@ -20,9 +23,7 @@ using sm::test::kRequest;
 
 namespace {
 
-struct Fixture {
-    sm::test::SessionEnv env;
-    sm::http::Session session{env.cache, env.limits};
+struct Fixture : sm::test::SessionFixture {
     SharedDeadlines d{at(0)};
 
     // A read at `now`, as the owner handles it (head timeout 30 ms).
@@ -133,4 +134,41 @@ TEST_CASE(
     CHECK(SharedDeadlines::sweep_interval(o) == 500ms);  // clamped down
     o.linger_timeout = 2s;
     CHECK(SharedDeadlines::sweep_interval(o) == 500ms);  // exactly the bound
+}
+
+TEST_CASE_METHOD(Fixture, "shared_deadlines with the server's options, each deadline its timeout",
+                 "[shared_deadlines]") {
+    ServerOptions o = sm::test::test_options();  // idle 100, header 30, linger 50
+    feed(session, kHeadStart);
+    d.track_head(session, at(0), o);
+    CHECK(d.due(at(29), o) == Due::nothing);
+    CHECK(d.due(at(30), o) == Due::head);
+    d.clear_head();
+    CHECK(d.due(at(99), o) == Due::nothing);
+    CHECK(d.due(at(100), o) == Due::close);
+}
+
+TEST_CASE_METHOD(Fixture,
+                 "shared_deadlines start_linger shuts the sending side down and starts the linger "
+                 "deadline",
+                 "[shared_deadlines]") {
+    sm::runtime::test::SocketPair p;
+    const ServerOptions o = sm::test::test_options();  // linger 50
+    REQUIRE(d.start_linger(p.ours.get(), at(10), o));
+    char c;
+    CHECK(::read(p.peer.get(), &c, 1) == 0);  // the client sees our FIN
+    CHECK(d.due(at(59), o) == Due::nothing);
+    CHECK(d.due(at(60), o) == Due::close);
+}
+
+TEST_CASE_METHOD(Fixture,
+                 "shared_deadlines start_linger with --linger-timeout 0 says close at once",
+                 "[shared_deadlines]") {
+    sm::runtime::test::SocketPair p;
+    ServerOptions o = sm::test::test_options();
+    o.linger_timeout = 0ms;
+    CHECK_FALSE(d.start_linger(p.ours.get(), at(10), o));
+    char c;
+    CHECK(::read(p.peer.get(), &c, 1) == -1);  // not shut down
+    CHECK(d.due(at(50), o) == Due::nothing);   // and no linger deadline (idle still 100)
 }

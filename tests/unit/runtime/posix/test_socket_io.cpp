@@ -7,10 +7,12 @@
 #include <catch2/catch.hpp>
 
 #include <cerrno>
+#include <chrono>
 #include <cstddef>
 #include <string>
 
 #include "http/byte_buffer.hpp"
+#include "runtime/options.hpp"
 #include "runtime/posix/socket_io.hpp"
 #include "runtime/posix/unique_fd.hpp"
 #include "socket_support.hpp"
@@ -18,6 +20,7 @@
 using sm::http::ByteBuffer;
 using sm::runtime::discard_input;
 using sm::runtime::IoResult;
+using sm::runtime::linger_blocking;
 using sm::runtime::send_from;
 using sm::runtime::UniqueFd;
 using sm::runtime::test::SocketPair;
@@ -132,4 +135,59 @@ TEST_CASE("socket_io discard_input is closed on an error", "[socket_io]") {
     REQUIRE(s);
     char buf[16];
     CHECK(discard_input(s.get(), buf, sizeof buf, 4) == IoResult::closed);
+}
+
+namespace {
+
+// A connected pair of blocking sockets: linger_blocking's reads block,
+// bounded by the timeouts it sets.
+struct BlockingPair {
+    BlockingPair() {
+        int sv[2];
+        REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+        ours.reset(sv[0]);
+        peer.reset(sv[1]);
+    }
+    UniqueFd ours, peer;
+};
+
+sm::runtime::ServerOptions linger_for(std::chrono::milliseconds t) {
+    sm::runtime::ServerOptions o;
+    o.linger_timeout = t;
+    return o;
+}
+
+}  // namespace
+
+TEST_CASE("socket_io linger_blocking sends our FIN, drains the client's input and ends at its EOF",
+          "[socket_io]") {
+    BlockingPair p;
+    write_all(p.peer.get(), std::string(10000, 'x'));  // what the client still sends
+    REQUIRE(::shutdown(p.peer.get(), SHUT_WR) == 0);   // ... then its FIN
+    char buf[1024];
+    // Returns at the client's EOF (long before the 60 s linger timeout,
+    // which the ctest timeout would catch).
+    linger_blocking(p.ours.get(), buf, sizeof buf, linger_for(std::chrono::seconds(60)));
+    char c;
+    CHECK(::read(p.peer.get(), &c, 1) == 0);                // the client saw our FIN
+    CHECK(::recv(p.ours.get(), &c, 1, MSG_DONTWAIT) == 0);  // everything was read
+}
+
+TEST_CASE("socket_io linger_blocking ends at --linger-timeout when the client never closes",
+          "[socket_io]") {
+    BlockingPair p;
+    char buf[1024];
+    linger_blocking(p.ours.get(), buf, sizeof buf, linger_for(std::chrono::milliseconds(50)));
+    char c;
+    CHECK(::recv(p.peer.get(), &c, 1, MSG_DONTWAIT) == 0);  // our side was shut down for writing
+}
+
+TEST_CASE("socket_io linger_blocking with --linger-timeout 0 does not shut the socket down",
+          "[socket_io]") {
+    SocketPair p;  // non-blocking: a read that finds nothing says so
+    char buf[1024];
+    linger_blocking(p.ours.get(), buf, sizeof buf, linger_for(std::chrono::milliseconds(0)));
+    char c;
+    CHECK(::read(p.peer.get(), &c, 1) == -1);  // no FIN: nothing to read yet
+    CHECK(errno == EAGAIN);
 }
