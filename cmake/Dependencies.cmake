@@ -26,14 +26,17 @@ else()
     message(STATUS "llhttp: pkg-config libllhttp ${LLHTTP_PC_VERSION}")
   else()
     if(NOT LLHTTP_SOURCE_DIR)
-      find_path(_sm_llhttp_src NAMES llhttp.c PATHS /usr/share/llhttp /usr/local/share/llhttp NO_DEFAULT_PATH)
+      # Sources, not binaries: a cross build takes them from the host too.
+      find_path(_sm_llhttp_src NAMES llhttp.c PATHS /usr/share/llhttp /usr/local/share/llhttp
+                NO_DEFAULT_PATH NO_CMAKE_FIND_ROOT_PATH)
       if(_sm_llhttp_src)
         set(LLHTTP_SOURCE_DIR "${_sm_llhttp_src}")
       endif()
     endif()
     if(NOT LLHTTP_INCLUDE_DIR)
       find_path(_sm_llhttp_inc NAMES llhttp.h
-                PATHS /usr/share/include/llhttp /usr/local/share/include/llhttp /usr/include/llhttp)
+                PATHS /usr/share/include/llhttp /usr/local/share/include/llhttp /usr/include/llhttp
+                NO_CMAKE_FIND_ROOT_PATH)
       if(_sm_llhttp_inc)
         set(LLHTTP_INCLUDE_DIR "${_sm_llhttp_inc}")
       endif()
@@ -85,10 +88,44 @@ else()
 endif()
 
 # --- header/compiled libraries from Debian -----------------------------------
-find_package(nlohmann_json 3.9 REQUIRED)
-find_package(fmt 8 REQUIRED)
-find_package(CLI11 2 REQUIRED)
-find_package(simdjson REQUIRED)
-if(SM_BUILD_TESTS)
-  find_package(Catch2 2 REQUIRED)
+if(WIN32 AND CMAKE_CROSSCOMPILING)
+  # A cross build for Windows (cmake/toolchains/mingw-w64.cmake): the
+  # header-only libraries are the host's, used header-only (fmt with
+  # FMT_HEADER_ONLY), each through a directory that holds only it, so that
+  # the host's C library headers never reach the cross compiler. Nothing
+  # compiled for Windows is needed; simdjson serves only the Linux suites.
+  set(SM_HOST_INCLUDE_DIR "/usr/include" CACHE PATH
+      "Where the host keeps fmt, CLI11, nlohmann/json and Catch2 v2 headers (cross builds)")
+  set(_sm_host_headers "${CMAKE_BINARY_DIR}/host-headers")
+  file(MAKE_DIRECTORY "${_sm_host_headers}")
+  foreach(dir fmt CLI nlohmann catch2)
+    if(NOT EXISTS "${SM_HOST_INCLUDE_DIR}/${dir}")
+      message(FATAL_ERROR "${SM_HOST_INCLUDE_DIR}/${dir} not found: the Windows cross build uses "
+                          "the host's header-only libraries (scripts/deps.sh installs them)")
+    endif()
+    file(CREATE_LINK "${SM_HOST_INCLUDE_DIR}/${dir}" "${_sm_host_headers}/${dir}" SYMBOLIC)
+  endforeach()
+  foreach(lib fmt::fmt CLI11::CLI11 nlohmann_json::nlohmann_json Catch2::Catch2)
+    add_library(${lib} INTERFACE IMPORTED)
+    set_target_properties(${lib} PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${_sm_host_headers}")
+  endforeach()
+  set_target_properties(fmt::fmt PROPERTIES INTERFACE_COMPILE_DEFINITIONS FMT_HEADER_ONLY=1)
+  # Catch.cmake (catch_discover_tests) from the host's Catch2 package.
+  find_path(_sm_catch_cmake Catch.cmake PATHS /usr/lib/cmake/Catch2 /usr/share/cmake/Catch2
+            /usr/local/lib/cmake/Catch2 NO_DEFAULT_PATH NO_CMAKE_FIND_ROOT_PATH)
+  if(NOT _sm_catch_cmake)
+    message(FATAL_ERROR "Catch.cmake (Catch2 v2) not found on the host (Debian: catch2)")
+  endif()
+  list(APPEND CMAKE_MODULE_PATH "${_sm_catch_cmake}")
+  message(STATUS "fmt, CLI11, nlohmann/json, Catch2: header-only from ${SM_HOST_INCLUDE_DIR}")
+else()
+  find_package(nlohmann_json 3.9 REQUIRED)
+  find_package(fmt 8 REQUIRED)
+  find_package(CLI11 2 REQUIRED)
+  if(NOT WIN32)
+    find_package(simdjson REQUIRED)
+  endif()
+  if(SM_BUILD_TESTS)
+    find_package(Catch2 2 REQUIRED)
+  endif()
 endif()

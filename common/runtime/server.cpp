@@ -3,7 +3,8 @@
 #include <atomic>
 #include <cstdio>
 #include <exception>
-#include <latch>
+#include <condition_variable>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -74,7 +75,12 @@ int serve(const Model& model, int argc, const char* const* argv) {
 
     ConnectionLimit connections(opts.max_connections);
     std::atomic<int> failures{0};
-    std::latch started(static_cast<std::ptrdiff_t>(workers));
+    // Threads that have not started yet. Not a std::latch: libstdc++ 12
+    // builds its wait on atomics, whose wake-up is lost with mingw-w64's
+    // threads (server-iocp.exe under Wine never got past it).
+    std::mutex start_mutex;
+    std::condition_variable start_cv;
+    unsigned starting = workers;
     std::vector<std::jthread> threads;
     threads.reserve(workers);
     for (unsigned i = 0; i < workers; ++i) {
@@ -87,7 +93,11 @@ int serve(const Model& model, int argc, const char* const* argv) {
                 ok = false;
                 ++failures;
             }
-            started.count_down();
+            {
+                const std::scoped_lock lock(start_mutex);
+                --starting;
+            }
+            start_cv.notify_one();
             if (!ok) return;
             try {
                 model.worker(WorkerContext{opts, i, listeners.sockets[i], *stop, connections});
@@ -98,7 +108,10 @@ int serve(const Model& model, int argc, const char* const* argv) {
             }
         });
     }
-    started.wait();
+    {
+        std::unique_lock lock(start_mutex);
+        start_cv.wait(lock, [&] { return starting == 0; });
+    }
     if (failures.load() != 0) {
         stop->request();
         threads.clear();  // joins

@@ -1,6 +1,6 @@
 // http::serialize and http::write_json_string against nlohmann::json::dump()
-// (the reference serializer, DESIGN.md), and parsed back with simdjson.
-#include <simdjson.h>
+// (the reference serializer, DESIGN.md), and parsed back with nlohmann's
+// parser (header-only: the suite builds for Windows too).
 #include <catch2/catch.hpp>
 
 #include <nlohmann/json.hpp>
@@ -144,19 +144,16 @@ TEST_CASE("json serialize matches nlohmann for random UTF-8 strings", "[json]") 
 }
 
 TEST_CASE("json serialize output parses back to the original string", "[json]") {
-    simdjson::dom::parser parser;
     for (const std::string s : {"", "Hello, World!", "quote \" back \\ slash", "\x01\x02\x1f\n",
                                 "caf\xc3\xa9 \xf0\x9f\x98\x80"}) {
         const std::string json = ours(s);
-        simdjson::dom::element doc;
         INFO("json: " << json);
-        REQUIRE(parser.parse(json).get(doc) == simdjson::SUCCESS);
-        simdjson::dom::object obj;
-        REQUIRE(doc.get(obj) == simdjson::SUCCESS);
-        CHECK(obj.size() == 1);
-        std::string_view message;
-        REQUIRE(obj["message"].get(message) == simdjson::SUCCESS);
-        CHECK(message == s);
+        const auto doc = nlohmann::json::parse(json, nullptr, false);
+        REQUIRE(doc.is_object());
+        CHECK(doc.size() == 1);
+        REQUIRE(doc.contains("message"));
+        REQUIRE(doc["message"].is_string());
+        CHECK(doc["message"].get<std::string>() == s);
     }
 }
 
