@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <deque>
 
 #include "runtime/clock.hpp"
 #include "runtime/connection_limit.hpp"
@@ -80,6 +81,64 @@ class AcceptGate {
     Clock::time_point retry_ = Clock::time_point::max();
     RateLimitedLog limit_log_;
     RateLimitedLog exhausted_log_;
+};
+
+
+// For the models that post accepts ahead of need (server-uring's multishot
+// accept, server-iocp's AcceptEx calls): a connection such an accept
+// completes after the budget is spent is taken before the accepts can be
+// cancelled. It waits here, unserved, as it would have in the listen
+// backlog, and is served first, oldest first, as slots free.
+template <typename Handle>
+class ParkedConnections {
+  public:
+    // A connection just accepted: serve(h) with a slot taken from the gate,
+    // or parked (others wait already, or the budget is spent) and
+    // at_limit() called: the model closes the gate (AcceptGate::
+    // close_at_limit) and cancels its accepts. at_limit() is also called
+    // when this one took the last slot.
+    template <typename Serve, typename AtLimit>
+    void take(AcceptGate& gate, Handle h, Clock::time_point now, Serve&& serve, AtLimit&& at_limit) {
+        if (!parked_.empty() || !gate.try_acquire(now)) {
+            parked_.push_back(h);
+            return at_limit();
+        }
+        serve(h);
+        if (gate.budget_spent()) at_limit();
+    }
+
+    enum class Resumed {
+        waiting,   // parked connections still wait for slots: the gate stays closed
+        at_limit,  // all served, and the budget is spent again: close the gate, cancel
+        reopened,  // all served and the gate is open: post the accepts again
+    };
+    // The gate is due to reopen (AcceptGate::reopen_due): parked connections
+    // are served as slots allow, then the gate reopens if the budget does.
+    template <typename Serve>
+    Resumed resume(AcceptGate& gate, Clock::time_point now, Serve&& serve) {
+        while (!parked_.empty()) {
+            if (!gate.try_acquire(now)) return Resumed::waiting;
+            const Handle h = parked_.front();
+            parked_.pop_front();
+            serve(h);
+        }
+        if (gate.at_limit() && gate.budget_spent()) return Resumed::at_limit;
+        gate.reopen();
+        return Resumed::reopened;
+    }
+
+    // The server stops: close(h) for each, none served.
+    template <typename Close>
+    void close_all(Close&& close) {
+        for (const Handle h : parked_)
+            close(h);
+        parked_.clear();
+    }
+
+    [[nodiscard]] std::size_t size() const noexcept { return parked_.size(); }
+
+  private:
+    std::deque<Handle> parked_;
 };
 
 }  // namespace sm::runtime

@@ -178,20 +178,9 @@ void Worker::on_accept(AcceptSlot& slot, DWORD error) {
     const SOCKET l = runtime::as_socket(listener_.handle());
     ::setsockopt(s, SOL_SOCKET, SO_UPDATE_ACCEPT_CONTEXT, reinterpret_cast<const char*>(&l),
                  sizeof l);
-    take(s);
+    parked_.take(
+        conns_.gate, s, now_, [this](SOCKET a) { assign(a); }, [this] { pause_at_limit(); });
     post_accepts();
-}
-
-void Worker::take(SOCKET s) {
-    if (!parked_.empty() || !conns_.gate.try_acquire(now_)) {
-        // Over --max-connections: accepted before the accepts could be
-        // cancelled. It waits here, unserved, as it would have in the backlog.
-        parked_.push_back(s);
-        return pause_at_limit();
-    }
-    assign(s);
-    // At the limit now: stop taking connections from the backlog.
-    if (conns_.gate.budget_spent()) pause_at_limit();
 }
 
 void Worker::assign(SOCKET s) {
@@ -231,16 +220,11 @@ void Worker::pause_at_limit() {
 }
 
 void Worker::resume_accepting() {
-    // Parked connections first, oldest first, as slots free.
-    while (!parked_.empty()) {
-        if (!conns_.gate.try_acquire(now_)) return;
-        const SOCKET s = parked_.front();
-        parked_.pop_front();
-        assign(s);
+    switch (parked_.resume(conns_.gate, now_, [this](SOCKET s) { assign(s); })) {
+        case Parked::Resumed::waiting: return;
+        case Parked::Resumed::at_limit: return pause_at_limit();
+        case Parked::Resumed::reopened: return post_accepts();
     }
-    if (conns_.gate.at_limit() && conns_.gate.budget_spent()) return pause_at_limit();
-    conns_.gate.reopen();
-    post_accepts();
 }
 
 // --- Receiving and sending --------------------------------------------------------
@@ -375,9 +359,7 @@ void Worker::begin_shutdown() {
         // connections are refused rather than queued.
         cancel_accepts();
         listener_.close();
-        for (const SOCKET s : parked_)
-            ::closesocket(s);
-        parked_.clear();
+        parked_.close_all([](SOCKET s) { ::closesocket(s); });
     }
     conns_.begin_shutdown(
         now_, [](const Connection& c) { return !c.send_posted && output_of(c) == 0; },

@@ -29,7 +29,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <span>
 #include <vector>
@@ -104,7 +103,6 @@ class Worker {
     void on_accept(AcceptSlot& slot, DWORD error);
     void post_accepts();
     void cancel_accepts();
-    void take(SOCKET s);
     void assign(SOCKET s);
     void adopt(SOCKET s);
     void pause_at_limit();
@@ -135,9 +133,9 @@ class Worker {
     std::vector<std::unique_ptr<AcceptSlot>> slots_;  // thread 0's AcceptEx calls
     std::size_t accepts_posted_ = 0;
     std::size_t next_thread_ = 0;
-    // Accepted while at --max-connections: served, oldest first, as slots
-    // free (they wait as they would in the listen backlog).
-    std::deque<SOCKET> parked_;
+    // Accepted while at --max-connections.
+    using Parked = runtime::ParkedConnections<SOCKET>;
+    Parked parked_;
     WorkList work_;
     std::size_t inflight_ = 0;  // posted operations whose completion is due
     Clock::time_point now_{};   // read once per batch

@@ -205,15 +205,9 @@ void Worker::adopt(int fd) {
         ::close(fd);
         return;
     }
-    if (!parked_.empty() || !conns_.gate.try_acquire(now_)) {
-        // Over --max-connections: the multishot accept took it before it
-        // could be stopped. It waits here, unserved, as it would have in the backlog.
-        parked_.push_back(fd);
-        return pause_at_limit();
-    }
-    open_connection(fd);
-    // At the limit now: stop taking connections from the backlog.
-    if (conns_.gate.budget_spent()) pause_at_limit();
+    parked_.take(
+        conns_.gate, fd, now_, [this](int s) { open_connection(s); },
+        [this] { pause_at_limit(); });
 }
 
 void Worker::open_connection(int fd) {
@@ -229,17 +223,13 @@ void Worker::pause_at_limit() {
 }
 
 void Worker::resume_accepting() {
-    // Parked connections first, oldest first, as slots free.
-    while (!parked_.empty()) {
-        if (!conns_.gate.try_acquire(now_)) return;
-        const int fd = parked_.front();
-        parked_.pop_front();
-        open_connection(fd);
+    switch (parked_.resume(conns_.gate, now_, [this](int fd) { open_connection(fd); })) {
+        case Parked::Resumed::waiting: return;
+        case Parked::Resumed::at_limit: return pause_at_limit();
+        case Parked::Resumed::reopened:
+            // While the cancelled accept is still armed, its last completion re-arms.
+            return arm_accept();
     }
-    if (conns_.gate.at_limit() && conns_.gate.budget_spent()) return pause_at_limit();
-    conns_.gate.reopen();
-    // While the cancelled accept is still armed, its last completion re-arms.
-    arm_accept();
 }
 
 // --- Receiving and sending ------------------------------------------------------
@@ -443,9 +433,7 @@ void Worker::begin_shutdown() {
     // refused rather than queued.
     cancel_accept();
     listener_.close();
-    for (const int fd : parked_)
-        ::close(fd);
-    parked_.clear();
+    parked_.close_all([](int fd) { ::close(fd); });
     conns_.begin_shutdown(
         now_,
         [](const Connection& c) {

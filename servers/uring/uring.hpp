@@ -18,7 +18,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 
 #include "http/byte_buffer.hpp"
 #include "http/response.hpp"
@@ -100,9 +99,9 @@ class Worker {
     const runtime::StopSignal& stop_;
     http::ResponseCache cache_;
     runtime::Connections<Connection> conns_;
-    // Accepted while the thread was at --max-connections: served, oldest
-    // first, as slots free (they wait as they would in the listen backlog).
-    std::deque<int> parked_;
+    // Accepted while the thread was at --max-connections.
+    using Parked = runtime::ParkedConnections<int>;
+    Parked parked_;
     // Declared before the ring so that they outlive it: the kernel may write
     // into them until the ring is torn down.
     ProvidedBuffers buffers_;
