@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs the Debian packages servermodels needs, only those missing.
-#   scripts/deps.sh                 build, test and container dependencies (what scripts/test.sh needs)
+#   scripts/deps.sh                 build, test, container and Windows dependencies (what scripts/test.sh needs)
 #   scripts/deps.sh bench           ... plus the benchmark peers (wrk, nginx-light, h2o)
 #   scripts/deps.sh --only GROUPS   just these groups, a comma list of
 #                                   build       compilers and libraries for a Release build
 #                                   test        sanitizer runtimes, Catch2, the test tools
 #                                   containers  Podman, podman-compose, buildah, runc, debootstrap,
 #                                               python3 (docker/build.sh reads servers/models.json)
+#                                   windows     mingw-w64 (posix threads) to cross-build server-iocp.exe,
+#                                               Wine (64-bit) to run it and the Windows unit suites
 #                                   bench       the peers and what bench/compare runs with
 #                                   (docker/Dockerfile installs --only build, its bench image bench)
 # On other systems install the equivalents; CMake finds them with
@@ -20,10 +22,11 @@ declare -A groups=(
   [containers]="podman podman-compose buildah runc conmon containernetworking-plugins
                 golang-github-containernetworking-plugin-dnsname fuse-overlayfs slirp4netns uidmap
                 iptables debootstrap python3"
+  [windows]="g++-mingw-w64-x86-64-posix wine wine64"
   [bench]="wrk nginx-light h2o util-linux procps python3"
 )
 
-chosen=(build test containers)
+chosen=(build test containers windows)
 while [ $# -gt 0 ]; do
   case "$1" in
     bench) chosen+=(bench) ;;

@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
 
@@ -24,6 +25,14 @@ const bool uring_checked = [] {
 }();
 
 }  // namespace
+
+void skip_under_wine(std::string_view why) {
+    if (!target().binary.ends_with(".exe")) return;
+    // ctest runs each case in a process of its own: exit code 77 is "skipped".
+    std::printf("skipped under Wine: %.*s\n", static_cast<int>(why.size()), why.data());
+    std::fflush(stdout);
+    std::_Exit(77);
+}
 
 const Target& target() {
     static const Target t = [] {
@@ -64,11 +73,11 @@ FdBaseline::FdBaseline(ServerProcess& server) : server_(server) {
         REQUIRE(r.status == 200);
     }
     // Stable: the same count five times in a row, 20 ms apart.
-    std::size_t last = server.open_fd_count();
+    std::size_t last = count_now();
     int same = 0;
     eventually(
         [&] {
-            const std::size_t n = server.open_fd_count();
+            const std::size_t n = count_now();
             same = n == last ? same + 1 : 0;
             last = n;
             return same >= 5;
@@ -77,16 +86,25 @@ FdBaseline::FdBaseline(ServerProcess& server) : server_(server) {
     count_ = last;
 }
 
+std::size_t FdBaseline::count_now() const {
+    return server_.windows() ? port_sockets(server_.port()).held : server_.open_fd_count();
+}
+
+std::string FdBaseline::describe() const {
+    if (!server_.windows()) return server_.describe_fds();
+    return "(under Wine: the server's connections in the kernel's table)\n" +
+           port_sockets(server_.port()).describe;
+}
+
 void FdBaseline::require_back() const {
     std::size_t now = 0;
     const bool back = eventually(
         [&] {
-            now = server_.open_fd_count();
+            now = count_now();
             return now == count_;
         },
         5s, 20ms);
-    INFO("server descriptors: baseline " << count_ << ", now " << now << "\n"
-                                         << server_.describe_fds());
+    INFO("server descriptors: baseline " << count_ << ", now " << now << "\n" << describe());
     CHECK(back);
 }
 

@@ -26,6 +26,12 @@ struct Target {
 // environment does not name one (listing the tests needs no environment).
 const Target& target();
 
+// A case that cannot hold for server-iocp.exe under Wine (not a Windows
+// limit: Wine's) ends here as skipped, printing why; for every other model
+// it does nothing. Each case runs in its own process under ctest, so only
+// this case is skipped.
+void skip_under_wine(std::string_view why);
+
 // Starts the server under test on 127.0.0.1 with a free port (never a fixed
 // one), `extra` appended to "--address 127.0.0.1 --port 0".
 std::unique_ptr<ServerProcess> start_server(const std::vector<std::string>& extra = {});
@@ -36,7 +42,10 @@ Connection connect(const ServerProcess& server, std::chrono::milliseconds io_tim
 
 // The server's descriptor count when idle, taken after a few warm-up
 // connections (so per-thread resources a model creates lazily are counted)
-// once the count has stopped changing. Pair with require_back().
+// once the count has stopped changing. Pair with require_back(). Under Wine
+// a server's sockets are wineserver's descriptors, not its own: there it
+// counts the connections the server has not closed in the kernel's table
+// (ESTABLISHED or CLOSE_WAIT on its port, port_sockets()).
 class FdBaseline {
   public:
     explicit FdBaseline(ServerProcess& server);
@@ -45,6 +54,9 @@ class FdBaseline {
     // seconds (a lingering close may take a moment). Call after every client
     // of the test has closed.
     void require_back() const;
+    // The count now, and what it is made of (for messages).
+    [[nodiscard]] std::size_t count_now() const;
+    [[nodiscard]] std::string describe() const;
 
   private:
     ServerProcess& server_;

@@ -163,15 +163,25 @@ TEST_CASE("thousands of idle connections do not keep a new client from being ser
         idle.reserve(kIdle);
         for (std::size_t i = 0; i < kIdle; ++i)
             idle.push_back(connect(*server, 10s));
-        // All accepted, not merely queued in the backlog.
+        // All accepted, not merely queued in the backlog: the server holds a
+        // descriptor for each; under Wine (whose wineserver holds them) the
+        // listener's accept queue is empty with all of them established.
         std::size_t open = 0;
+        std::size_t backlog = 0;
         const bool accepted = eventually(
             [&] {
-                open = server->open_fd_count();
-                return open >= fds.count() + kIdle;
+                if (!server->windows()) {
+                    open = server->open_fd_count();
+                    return open >= fds.count() + kIdle;
+                }
+                const PortSockets now = port_sockets(server->port());
+                open = now.held;
+                backlog = now.backlog;
+                return backlog == 0 && open >= fds.count() + kIdle;
             },
             15s, 20ms);
-        INFO("server descriptors: baseline " << fds.count() << ", now " << open);
+        INFO("server descriptors: baseline " << fds.count() << ", now " << open
+                                             << ", in the backlog " << backlog);
         CHECK(accepted);
 
         // A new client is served promptly (within the usual I/O timeout), a few times.

@@ -15,6 +15,7 @@
 #include <array>
 #include <cerrno>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <stdexcept>
@@ -107,6 +108,36 @@ struct Child {
     pid_t pid = -1;
 };
 
+// A Windows program (server-iocp.exe) runs under Wine: the command that
+// runs it, from SM_WINE (default: wine, looked up in PATH before the fork).
+bool is_windows_program(const std::string& binary) {
+    return binary.size() > 4 && binary.ends_with(".exe");
+}
+
+std::string wine_command() {
+    const char* env = std::getenv("SM_WINE");
+    const std::string wine = env != nullptr && *env != '\0' ? env : "wine";
+    if (wine.find('/') != std::string::npos) return wine;
+    const char* path = std::getenv("PATH");
+    std::string_view dirs = path != nullptr ? path : "/usr/bin:/bin";
+    while (!dirs.empty()) {
+        const auto colon = dirs.find(':');
+        const std::string dir(dirs.substr(0, colon));
+        const std::string candidate = (dir.empty() ? "." : dir) + "/" + wine;
+        if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+        if (colon == std::string_view::npos) break;
+        dirs.remove_prefix(colon + 1);
+    }
+    throw std::runtime_error("cannot run a Windows program: " + wine +
+                             " not found (scripts/deps.sh windows installs Wine)");
+}
+
+// Wine's console writes "\r\n" line ends; the suites compare lines.
+std::string without_cr(std::string text) {
+    std::erase(text, '\r');
+    return text;
+}
+
 // fork + exec with stdin on /dev/null and stdout/stderr on the given
 // descriptors. The child dies with the test process (PR_SET_PDEATHSIG), starts
 // with default signal dispositions and an empty mask, and inherits no other
@@ -115,7 +146,12 @@ struct Child {
 Child spawn(const std::string& binary, const std::vector<std::string>& args, int out_fd, int err_fd,
             const ChildLimits& limits = {}) {
     std::vector<std::string> argv_store;
-    argv_store.reserve(args.size() + 1);
+    argv_store.reserve(args.size() + 2);
+    std::string program = binary;
+    if (is_windows_program(binary)) {
+        program = wine_command();
+        argv_store.push_back(program);
+    }
     argv_store.push_back(binary);
     argv_store.insert(argv_store.end(), args.begin(), args.end());
     std::vector<char*> argv;
@@ -164,7 +200,7 @@ Child spawn(const std::string& binary, const std::vector<std::string>& args, int
                 ::_exit(127);
             }
         }
-        ::execv(binary.c_str(), argv.data());
+        ::execv(program.c_str(), argv.data());
         const int err = errno;
         [[maybe_unused]] const auto n = ::write(errpipe[1], &err, sizeof err);
         ::_exit(127);
@@ -185,6 +221,38 @@ Child spawn(const std::string& binary, const std::vector<std::string>& args, int
 }
 
 }  // namespace
+
+PortSockets port_sockets(std::uint16_t port) {
+    PortSockets out;
+    for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+        std::ifstream f(table);
+        std::string line;
+        std::getline(f, line);  // the header
+        while (std::getline(f, line)) {
+            // "  sl  local_address rem_address   st tx_queue:rx_queue ..."
+            char local[64] = {};
+            char remote[64] = {};
+            unsigned state = 0;
+            unsigned long tx = 0;
+            unsigned long rx = 0;
+            if (std::sscanf(line.c_str(), "%*s %63s %63s %x %lx:%lx", local, remote, &state, &tx,
+                            &rx) != 5)
+                continue;
+            const char* colon = std::strrchr(local, ':');
+            if (colon == nullptr || std::strtoul(colon + 1, nullptr, 16) != port) continue;
+            constexpr unsigned kEstablished = 0x01, kCloseWait = 0x08, kListen = 0x0A;
+            if (state == kListen) {
+                out.backlog += rx;  // a listener's rx_queue: its accept queue
+            } else if (state == kEstablished || state == kCloseWait) {
+                ++out.held;
+            } else {
+                continue;
+            }
+            out.describe += line + "\n";
+        }
+    }
+    return out;
+}
 
 std::size_t rss_kib(pid_t pid) {
     std::ifstream f("/proc/" + std::to_string(pid) + "/status");
@@ -225,6 +293,10 @@ RunResult run_to_exit(const std::string& binary, const std::vector<std::string>&
     }
     r.out = read_memfd(out);
     r.err = read_memfd(err);
+    if (is_windows_program(binary)) {
+        r.out = without_cr(std::move(r.out));
+        r.err = without_cr(std::move(r.err));
+    }
     ::close(out);
     ::close(err);
     return r;
@@ -279,7 +351,7 @@ std::string BackgroundProcess::stderr_text() const {
 
 ServerProcess::ServerProcess(const std::string& binary, const std::vector<std::string>& args,
                              std::chrono::milliseconds ready_timeout, const ChildLimits& limits)
-    : command_line_(join_command(binary, args)) {
+    : command_line_(join_command(binary, args)), windows_(is_windows_program(binary)) {
     std::array<int, 2> out{-1, -1};
     if (::pipe2(out.data(), O_CLOEXEC) != 0) throw std::runtime_error(errno_text("pipe2", errno));
     stdout_fd_ = out[0];
@@ -322,6 +394,7 @@ void ServerProcess::wait_ready(std::chrono::milliseconds timeout) {
         const auto nl = got.find('\n');
         if (nl != std::string::npos) {
             ready_line_ = got.substr(0, nl);
+            if (ready_line_.ends_with('\r')) ready_line_.pop_back();  // Wine's console
             out_rest_ = got.substr(nl + 1);
             break;
         }
@@ -405,6 +478,10 @@ void ServerProcess::kill_and_reap() noexcept {
 
 void ServerProcess::signal(int sig) const {
     if (status_) throw std::runtime_error("cannot signal the server: it has already exited");
+    // Windows has no SIGTERM: its stop request is a console event, and Wine
+    // turns SIGINT (only) into one (CTRL_C_EVENT). SIGTERM would end a Wine
+    // process at once, unlike any Windows stop.
+    if (windows_ && sig == SIGTERM) sig = SIGINT;
     if (::kill(pid_, sig) != 0) throw std::runtime_error(errno_text("kill", errno));
 }
 
@@ -499,12 +576,12 @@ std::chrono::milliseconds ServerProcess::cpu_time() const {
 }
 
 std::string ServerProcess::stderr_text() const {
-    return read_memfd(stderr_fd_);
+    return windows_ ? without_cr(read_memfd(stderr_fd_)) : read_memfd(stderr_fd_);
 }
 
 std::string ServerProcess::stdout_text() const {
     const std::lock_guard lock(out_mutex_);
-    return out_rest_;
+    return windows_ ? without_cr(out_rest_) : out_rest_;
 }
 
 }  // namespace sm::test

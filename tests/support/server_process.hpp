@@ -4,6 +4,8 @@
 // that is still running, so a failing test never leaves one behind. Also any
 // command run to completion (run_to_exit) or in the background
 // (BackgroundProcess: signalled and collected, e.g. a load generator).
+// A Windows program (a name ending in .exe: server-iocp.exe) is run under
+// Wine (SM_WINE, default `wine`); see ServerProcess::signal for its stop.
 #pragma once
 
 #include <sys/types.h>
@@ -90,6 +92,16 @@ class BackgroundProcess {
     std::string command_line_;
 };
 
+// The server side of the TCP connections on a local port, from the kernel's
+// tables (/proc/net/tcp and tcp6): what a server under Wine is checked by,
+// whose sockets are wineserver's descriptors, not its own.
+struct PortSockets {
+    std::size_t held = 0;     // ESTABLISHED or CLOSE_WAIT with this local port: not closed yet
+    std::size_t backlog = 0;  // established, waiting in the listener's accept queue
+    std::string describe;     // the matching lines, for messages
+};
+PortSockets port_sockets(std::uint16_t port);
+
 // Resident memory of a process, KiB (VmRSS in /proc/PID/status). Throws if
 // there is no such process.
 std::size_t rss_kib(pid_t pid);
@@ -114,8 +126,11 @@ class ServerProcess {
     [[nodiscard]] const std::string& ready_line() const noexcept { return ready_line_; }
     // "server-epoll --port 0 ..." for messages.
     [[nodiscard]] const std::string& command_line() const noexcept { return command_line_; }
+    // A Windows program run under Wine.
+    [[nodiscard]] bool windows() const noexcept { return windows_; }
 
-    // Sends `sig`; throws if the process is already reaped.
+    // Sends `sig`; throws if the process is already reaped. To a Windows
+    // program under Wine, SIGTERM is sent as SIGINT (see the .cpp).
     void signal(int sig) const;
     // Waits up to `timeout` for the process to end and reaps it; nothing if it
     // is still running then. Once reaped, returns the same status again.
@@ -152,6 +167,9 @@ class ServerProcess {
     std::uint16_t port_ = 0;
     std::string ready_line_;
     std::string command_line_;
+    // A Windows program run under Wine (its name ends in .exe): SIGTERM is
+    // sent as SIGINT, and "\r" is dropped from its output.
+    bool windows_ = false;
     // Drains stdout after the ready line so the child never blocks writing to it.
     mutable std::mutex out_mutex_;
     std::string out_rest_;
