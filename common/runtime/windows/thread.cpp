@@ -42,9 +42,11 @@ std::vector<int> allowed_cpus() {
 }
 
 void pin_current_thread(int cpu) {
-    if (cpu < 0 || cpu >= static_cast<int>(8 * sizeof(DWORD_PTR)) ||
-        ::SetThreadAffinityMask(::GetCurrentThread(), DWORD_PTR{1} << cpu) == 0)
-        throw std::system_error(static_cast<int>(::GetLastError()), std::system_category(),
+    // An affinity mask holds CPUs 0-63 (one processor group).
+    const bool in_mask = cpu >= 0 && cpu < static_cast<int>(8 * sizeof(DWORD_PTR));
+    if (!in_mask || ::SetThreadAffinityMask(::GetCurrentThread(), DWORD_PTR{1} << cpu) == 0)
+        throw std::system_error(in_mask ? static_cast<int>(::GetLastError()) : ERROR_INVALID_PARAMETER,
+                                std::system_category(),
                                 "cannot pin a thread to CPU " + std::to_string(cpu));
 }
 

@@ -2,6 +2,9 @@
 // stdout (--help): for the call, the descriptor points at a temporary file
 // (dup2), then it is put back, also when the call throws.
 //
+// The descriptor calls (dup, dup2, fileno) are POSIX's, which mingw-w64's
+// C runtime has too (<unistd.h>, <io.h>).
+//
 // Catch2 reports a failed assertion at once, on stdout: assertions inside a
 // stderr capture are fine, but inside a stdout capture their report would
 // vanish into it. So a capture is a function call around just the code under
@@ -42,17 +45,18 @@ class Redirect {
         std::fclose(file_);
     }
 
-    // Everything written to the descriptor so far.
+    // Everything written to the descriptor so far. Read back through the
+    // file's own stream (no pread on Windows): the descriptor and the stream
+    // share one file offset, so the stream seeks back to the end afterwards
+    // and later writes still append.
     [[nodiscard]] std::string text() const {
         flush();
         std::string out;
+        if (std::fseek(file_, 0, SEEK_SET) != 0) return out;
         char buf[4096];
-        for (off_t at = 0;;) {
-            const ssize_t n = ::pread(::fileno(file_), buf, sizeof buf, at);
-            if (n <= 0) break;
-            out.append(buf, static_cast<std::size_t>(n));
-            at += n;
-        }
+        for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, file_)) > 0;)
+            out.append(buf, n);
+        std::fseek(file_, 0, SEEK_END);
         return out;
     }
 

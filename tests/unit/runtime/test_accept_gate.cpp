@@ -1,17 +1,21 @@
 // runtime::AcceptGate: whether a thread may accept the next connection, and
 // when to look again. Time is explicit; the log lines are read from stderr
-// (capture_log), in the exact format the README and operators grep for.
+// (capture_log), in the exact format the README and operators grep for. The
+// accept errors are the platform's (errno, WSA errors: socket_support.hpp),
+// so the cases run on every platform; the texts the lines quote are the
+// platform's error_text(), which test_platform checks.
 #include <catch2/catch.hpp>
 
-#include <cerrno>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "capture.hpp"
 #include "runtime/accept_gate.hpp"
 #include "runtime/connection_limit.hpp"
 #include "runtime/tuning.hpp"
 #include "runtime_test_support.hpp"
+#include "socket_support.hpp"
 
 using sm::runtime::AcceptError;
 using sm::runtime::AcceptGate;
@@ -21,11 +25,18 @@ using sm::runtime::kAcceptPause;
 using sm::runtime::kLimitPause;
 using sm::test::at;
 using sm::test::capture_log;
+namespace errors = sm::runtime::test::errors;
 
 namespace {
 
 constexpr const char* kLimitLine =
     "test: --max-connections 2 reached: new connections wait in the backlog";
+
+// The line a pause for `err` logs.
+std::string pause_line(int err, int open) {
+    return "test: accept: " + sm::runtime::error_text(err) + "; pausing accepts for 100 ms (" +
+           std::to_string(open) + " connections open)";
+}
 
 }  // namespace
 
@@ -102,9 +113,10 @@ TEST_CASE("accept_gate reopen_due once a slot frees, on this thread or another",
     CHECK(mine.retry_at() == Clock::time_point::max());
 }
 
-TEST_CASE("accept_gate failed with EMFILE, ENFILE, ENOBUFS or ENOMEM pauses accepting",
+TEST_CASE("accept_gate failed with descriptors or memory exhausted pauses accepting",
           "[accept_gate]") {
-    const int err = GENERATE(EMFILE, ENFILE, ENOBUFS, ENOMEM);
+    // EMFILE, ENFILE, ENOBUFS, ENOMEM; WSAEMFILE, WSAENOBUFS, ERROR_NOT_ENOUGH_MEMORY.
+    const int err = GENERATE(from_range(errors::kExhausted));
     CAPTURE(err);
     ConnectionLimit limit(2);
     AcceptGate gate(limit);
@@ -130,18 +142,16 @@ TEST_CASE("accept_gate logs the pause with the error and the connections open", 
     REQUIRE(gate.try_acquire(at(0)));
     REQUIRE(gate.try_acquire(at(0)));
     const std::string log = capture_log([&] {
-        gate.failed(EMFILE, at(0));  // logged
+        gate.failed(errors::kTooManyFiles, at(0));  // logged
         gate.reopen();
         REQUIRE(gate.try_acquire(at(100)));
-        gate.failed(ENFILE, at(100));  // within the second: counted
+        gate.failed(errors::kNoBuffers, at(100));  // within the second: counted
         gate.reopen();
         REQUIRE(gate.try_acquire(at(1000)));
-        gate.failed(EMFILE, at(1000));  // logged, with the count
+        gate.failed(errors::kTooManyFiles, at(1000));  // logged, with the count
     });
-    CHECK(log ==
-          "test: accept: Too many open files; pausing accepts for 100 ms (2 connections open)\n"
-          "test: accept: Too many open files; pausing accepts for 100 ms (2 connections open)"
-          " (1 more like this)\n");
+    CHECK(log == pause_line(errors::kTooManyFiles, 2) + "\n" +
+                     pause_line(errors::kTooManyFiles, 2) + " (1 more like this)\n");
 }
 
 TEST_CASE("accept_gate the limit and the pause are logged independently", "[accept_gate]") {
@@ -151,32 +161,33 @@ TEST_CASE("accept_gate the limit and the pause are logged independently", "[acce
     AcceptGate gate(limit);
     const std::string log = capture_log([&] {
         REQUIRE(gate.try_acquire(at(0)));
-        gate.failed(EMFILE, at(0));
+        gate.failed(errors::kTooManyFiles, at(0));
         gate.reopen();
         REQUIRE(gate.try_acquire(at(100)));
         REQUIRE(gate.try_acquire(at(100)));
         CHECK_FALSE(gate.try_acquire(at(100)));
     });
-    CHECK(log ==
-          "test: accept: Too many open files; pausing accepts for 100 ms (0 connections open)\n" +
-              std::string(kLimitLine) + "\n");
+    CHECK(log == pause_line(errors::kTooManyFiles, 0) + "\n" + kLimitLine + "\n");
 }
 
-TEST_CASE("accept_gate EAGAIN means again and leaves the gate open", "[accept_gate]") {
+TEST_CASE("accept_gate would-block means again and leaves the gate open", "[accept_gate]") {
+    const int err = GENERATE(from_range(errors::kAgain));  // EAGAIN; WSAEWOULDBLOCK
+    CAPTURE(err);
     ConnectionLimit limit(2);
     AcceptGate gate(limit);
     REQUIRE(gate.try_acquire(at(0)));
     const std::string log =
-        capture_log([&] { CHECK(gate.failed(EAGAIN, at(0)) == AcceptError::again); });
+        capture_log([&] { CHECK(gate.failed(err, at(0)) == AcceptError::again); });
     CHECK(log.empty());
     CHECK(gate.open());
     CHECK(limit.open() == 0);
     CHECK(gate.retry_at() == Clock::time_point::max());
 }
 
-TEST_CASE("accept_gate ECONNABORTED, EPROTO, EPERM and EINTR skip without closing",
+TEST_CASE("accept_gate a connection gone before it was accepted is skipped without closing",
           "[accept_gate]") {
-    const int err = GENERATE(ECONNABORTED, EPROTO, EPERM, EINTR);
+    // ECONNABORTED, EPROTO, EPERM, EINTR; WSAECONNRESET, ERROR_NETNAME_DELETED...
+    const int err = GENERATE(from_range(errors::kSkip));
     CAPTURE(err);
     ConnectionLimit limit(2);
     AcceptGate gate(limit);
@@ -194,11 +205,12 @@ TEST_CASE("accept_gate refused() classifies like failed() but keeps the slots", 
     ConnectionLimit limit(2);
     AcceptGate gate(limit);
     REQUIRE(gate.try_acquire(at(0)));
-    CHECK(gate.refused(EAGAIN, at(0)) == AcceptError::again);
-    CHECK(gate.refused(ECONNABORTED, at(0)) == AcceptError::skip);
+    CHECK(gate.refused(errors::kWouldBlock, at(0)) == AcceptError::again);
+    CHECK(gate.refused(errors::kConnectionAborted, at(0)) == AcceptError::skip);
     CHECK(limit.open() == 1);
     CHECK(gate.open());
-    capture_log([&] { CHECK(gate.refused(EMFILE, at(0)) == AcceptError::exhausted); });
+    capture_log(
+        [&] { CHECK(gate.refused(errors::kTooManyFiles, at(0)) == AcceptError::exhausted); });
     CHECK(limit.open() == 1);
     CHECK_FALSE(gate.open());
     CHECK(gate.retry_at() == at(0) + kAcceptPause);
@@ -210,7 +222,7 @@ TEST_CASE("accept_gate refused while at the limit stays at the limit", "[accept_
     REQUIRE(gate.try_acquire(at(0)));
     const std::string log = capture_log([&] {
         CHECK_FALSE(gate.try_acquire(at(0)));
-        CHECK(gate.refused(EMFILE, at(2)) == AcceptError::exhausted);
+        CHECK(gate.refused(errors::kTooManyFiles, at(2)) == AcceptError::exhausted);
     });
     // No pause: the limit's retry time stands, and a freed slot still
     // reopens the gate at once.
@@ -224,9 +236,8 @@ TEST_CASE("accept_gate refused while at the limit stays at the limit", "[accept_
 TEST_CASE("accept_gate pause() closes the gate whatever the error", "[accept_gate]") {
     ConnectionLimit limit(2);
     AcceptGate gate(limit);
-    const std::string log = capture_log([&] { gate.pause(EINVAL, at(0)); });
-    CHECK(log ==
-          "test: accept: Invalid argument; pausing accepts for 100 ms (0 connections open)\n");
+    const std::string log = capture_log([&] { gate.pause(errors::kInvalidArgument, at(0)); });
+    CHECK(log == pause_line(errors::kInvalidArgument, 0) + "\n");
     CHECK_FALSE(gate.open());
     CHECK_FALSE(gate.at_limit());
     CHECK(gate.retry_at() == at(0) + kAcceptPause);
@@ -259,7 +270,7 @@ TEST_CASE("accept_gate shut() never reopens", "[accept_gate]") {
         gate.release();
     }
     SECTION("from a pause") {
-        capture_log([&] { gate.pause(EMFILE, at(0)); });
+        capture_log([&] { gate.pause(errors::kTooManyFiles, at(0)); });
         gate.shut();
     }
     SECTION("with an accept error reported after it") {
@@ -267,7 +278,7 @@ TEST_CASE("accept_gate shut() never reopens", "[accept_gate]") {
         // after the listener was closed for the stop.
         gate.shut();
         const std::string log = capture_log([&] {
-            CHECK(gate.refused(EMFILE, at(0)) == AcceptError::exhausted);
+            CHECK(gate.refused(errors::kTooManyFiles, at(0)) == AcceptError::exhausted);
             gate.close_at_limit(at(0));
         });
         CHECK(log.empty());  // nothing is paused: accepting is over
@@ -277,4 +288,114 @@ TEST_CASE("accept_gate shut() never reopens", "[accept_gate]") {
     CHECK(gate.retry_at() == Clock::time_point::max());
     CHECK_FALSE(gate.reopen_due(at(0)));
     CHECK_FALSE(gate.reopen_due(much_later));
+}
+
+// --- ParkedConnections: accepted past the budget, served first as slots free ---
+
+namespace {
+
+using Parked = sm::runtime::ParkedConnections<int>;
+
+// What the model was asked to do, in order: "serve 7", "at limit".
+struct Calls {
+    std::vector<std::string> seen;
+    auto serve() {
+        return [this](int h) { seen.push_back("serve " + std::to_string(h)); };
+    }
+    auto at_limit() {
+        return [this] { seen.push_back("at limit"); };
+    }
+};
+
+}  // namespace
+
+TEST_CASE("parked_connections take serves with a slot, and says when the last slot went",
+          "[accept_gate][parked]") {
+    ConnectionLimit limit(2);
+    AcceptGate gate(limit);
+    Parked parked;
+    Calls calls;
+    capture_log([&] {
+        parked.take(gate, 1, at(0), calls.serve(), calls.at_limit());
+        parked.take(gate, 2, at(0), calls.serve(), calls.at_limit());
+    });
+    CHECK(calls.seen == std::vector<std::string>{"serve 1", "serve 2", "at limit"});
+    CHECK(limit.open() == 2);
+    CHECK(parked.size() == 0);
+}
+
+TEST_CASE("parked_connections past the budget wait unserved and are served oldest first",
+          "[accept_gate][parked]") {
+    ConnectionLimit limit(1);
+    AcceptGate gate(limit);
+    Parked parked;
+    Calls calls;
+    const std::string log = capture_log([&] {
+        parked.take(gate, 1, at(0), calls.serve(), calls.at_limit());
+        // The model's accepts were posted ahead: two more complete anyway.
+        parked.take(gate, 2, at(1), calls.serve(), calls.at_limit());
+        parked.take(gate, 3, at(2), calls.serve(), calls.at_limit());
+    });
+    CHECK(calls.seen == std::vector<std::string>{"serve 1", "at limit", "at limit", "at limit"});
+    CHECK(parked.size() == 2);
+    CHECK_FALSE(gate.open());
+    CHECK(log.find("--max-connections 1 reached") != std::string::npos);
+
+    // No slot yet: they keep waiting, the gate stays closed.
+    calls.seen.clear();
+    CHECK(parked.resume(gate, at(20), calls.serve()) == Parked::Resumed::waiting);
+    CHECK(calls.seen.empty());
+
+    // One slot frees: the oldest is served; the budget is spent again, so
+    // the gate does not reopen and the newest still waits.
+    gate.release();
+    CHECK(gate.reopen_due(at(21)));
+    CHECK(parked.resume(gate, at(21), calls.serve()) == Parked::Resumed::waiting);
+    CHECK(calls.seen == std::vector<std::string>{"serve 2"});
+    CHECK(parked.size() == 1);
+
+    gate.release();
+    calls.seen.clear();
+    CHECK(parked.resume(gate, at(40), calls.serve()) == Parked::Resumed::at_limit);
+    CHECK(calls.seen == std::vector<std::string>{"serve 3"});
+    CHECK(parked.size() == 0);
+
+    // With a slot left after the parked ones, the gate reopens.
+    gate.release();
+    CHECK(parked.resume(gate, at(60), calls.serve()) == Parked::Resumed::reopened);
+    CHECK(gate.open());
+}
+
+TEST_CASE("parked_connections a new connection queues behind parked ones even with a slot free",
+          "[accept_gate][parked]") {
+    ConnectionLimit limit(1);
+    AcceptGate gate(limit);
+    Parked parked;
+    Calls calls;
+    capture_log([&] {
+        parked.take(gate, 1, at(0), calls.serve(), calls.at_limit());
+        parked.take(gate, 2, at(0), calls.serve(), calls.at_limit());
+        gate.release();  // 1 closed: a slot is free, but 2 came first
+        parked.take(gate, 3, at(1), calls.serve(), calls.at_limit());
+    });
+    CHECK(parked.size() == 2);
+    calls.seen.clear();
+    CHECK(parked.resume(gate, at(2), calls.serve()) == Parked::Resumed::waiting);
+    CHECK(calls.seen == std::vector<std::string>{"serve 2"});
+}
+
+TEST_CASE("parked_connections close_all closes each, none served", "[accept_gate][parked]") {
+    ConnectionLimit limit(1);
+    AcceptGate gate(limit);
+    Parked parked;
+    Calls calls;
+    capture_log([&] {
+        for (int h = 1; h <= 3; ++h)
+            parked.take(gate, h, at(0), calls.serve(), calls.at_limit());
+    });
+    std::vector<int> closed;
+    parked.close_all([&](int h) { closed.push_back(h); });
+    CHECK(closed == std::vector<int>{2, 3});
+    CHECK(parked.size() == 0);
+    CHECK(limit.open() == 1);  // only the served one holds a slot
 }

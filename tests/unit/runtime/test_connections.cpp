@@ -2,9 +2,6 @@
 // deadlines, its accept gate and the graceful stop. Driven as a model drives
 // it (try_acquire, open, closed, recycle), with explicit time points; the
 // callbacks record what the lifecycle asked the model to do.
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
 
 #include <span>
@@ -21,6 +18,7 @@
 #include "runtime/server.hpp"
 #include "runtime/tuning.hpp"
 #include "runtime_test_support.hpp"
+#include "socket_support.hpp"
 
 using namespace std::chrono_literals;
 using sm::http::Session;
@@ -272,27 +270,30 @@ TEST_CASE("connections next_deadline is the earliest of the connections, the gat
 }
 
 TEST_CASE("connections start_linger starts the lingering close on the socket", "[connections]") {
-    int sv[2];
-    REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) == 0);
+    using sm::runtime::test::Received;
+    const sm::runtime::test::SocketPair sp;
+    char byte = 0;
 
     SECTION("with a linger timeout") {
         Harness h;
         TestConn& a = h.accept(at(0));
-        CHECK(h.conns.start_linger(a, sv[0], at(10)));
+        CHECK(h.conns.start_linger(a, sp.ours.get(), at(10)));
         CHECK(a.lingering);
         CHECK(h.conns.next_deadline() == at(60));
-        char byte;
-        CHECK(::read(sv[1], &byte, 1) == 0);  // the peer sees our FIN
+        // The peer sees our FIN.
+        CHECK(sm::runtime::test::receive(sp.peer.get(), byte) == Received::eof);
     }
     SECTION("without one: close at once instead") {
         ServerOptions o = sm::test::test_options();
         o.linger_timeout = 0ms;
         Harness h(o);
         TestConn& a = h.accept(at(0));
-        CHECK_FALSE(h.conns.start_linger(a, sv[0], at(10)));
+        CHECK_FALSE(h.conns.start_linger(a, sp.ours.get(), at(10)));
         CHECK_FALSE(a.lingering);
         CHECK(h.conns.next_deadline() == at(100));
+        // Not shut down: no EOF, and our byte still goes out.
+        CHECK(sm::runtime::test::receive_now(sp.peer.get(), byte) == Received::nothing);
+        REQUIRE(sm::runtime::test::send_byte(sp.ours.get(), 'y'));
+        CHECK(sm::runtime::test::receive(sp.peer.get(), byte) == Received::byte);
     }
-    ::close(sv[0]);
-    ::close(sv[1]);
 }

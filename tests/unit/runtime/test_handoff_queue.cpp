@@ -8,8 +8,9 @@
 
 #include <algorithm>
 #include <array>
+#include <condition_variable>
 #include <cstddef>
-#include <latch>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -78,12 +79,41 @@ TEST_CASE("handoff_queue close lets the queue drain, then pop returns nullptr", 
     CHECK(q.pop() == nullptr);  // and stays so
 }
 
+namespace {
+
+// What std::latch does, with a mutex and a condition variable: libstdc++'s
+// std::latch (its atomic wait) loses wake-ups on mingw-w64, where the
+// Windows build of these cases hung in started.wait() under Wine now and
+// then. The queue under test uses the same primitives as this does.
+class Countdown {
+  public:
+    explicit Countdown(std::size_t n) : left_(n) {}
+    void count_down() {
+        {
+            const std::lock_guard lock(mutex_);
+            --left_;
+        }
+        zero_.notify_all();
+    }
+    void wait() {
+        std::unique_lock lock(mutex_);
+        zero_.wait(lock, [this] { return left_ == 0; });
+    }
+
+  private:
+    std::mutex mutex_;
+    std::condition_variable zero_;
+    std::size_t left_;
+};
+
+}  // namespace
+
 // One consumer thread per slot of `got`, each storing what its pop()
 // returns; once all have started, `then()` runs; returns after joining them.
 template <std::size_t N, typename Then>
 void pop_in_threads(HandOffQueue<int>& q, std::array<int*, N>& got, Then&& then) {
-    std::latch started(static_cast<std::ptrdiff_t>(N));
-    std::vector<std::jthread> consumers;
+    Countdown started(N);
+    std::vector<std::jthread> consumers;  // joined before `started` goes
     for (std::size_t i = 0; i < N; ++i)
         consumers.emplace_back([&, i] {
             started.count_down();

@@ -1,21 +1,20 @@
 // runtime::SharedDeadlines: a connection's idle, head and linger deadlines in
 // atomics, for a connection whose owner changes threads (server-threadpool).
 // The owner records progress; a sweeping thread asks due(). Time is explicit.
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
 
 #include <string>
 
 #include "http/session.hpp"
-#include "posix/socket_support.hpp"
 #include "runtime/shared_deadlines.hpp"
 #include "runtime_test_support.hpp"
+#include "socket_support.hpp"
 
 using namespace std::chrono_literals;
 using Due = sm::runtime::SharedDeadlines::Due;
 using sm::runtime::ServerOptions;
 using sm::runtime::SharedDeadlines;
+using sm::runtime::test::Received;
 using sm::test::at;
 using sm::test::feed;
 using sm::test::kHeadStart;
@@ -155,8 +154,9 @@ TEST_CASE_METHOD(Fixture,
     sm::runtime::test::SocketPair p;
     const ServerOptions o = sm::test::test_options();  // linger 50
     REQUIRE(d.start_linger(p.ours.get(), at(10), o));
-    char c;
-    CHECK(::read(p.peer.get(), &c, 1) == 0);  // the client sees our FIN
+    char c = 0;
+    // The client sees our FIN.
+    CHECK(sm::runtime::test::receive(p.peer.get(), c) == Received::eof);
     CHECK(d.due(at(59), o) == Due::nothing);
     CHECK(d.due(at(60), o) == Due::close);
 }
@@ -168,7 +168,10 @@ TEST_CASE_METHOD(Fixture,
     ServerOptions o = sm::test::test_options();
     o.linger_timeout = 0ms;
     CHECK_FALSE(d.start_linger(p.ours.get(), at(10), o));
-    char c;
-    CHECK(::read(p.peer.get(), &c, 1) == -1);  // not shut down
-    CHECK(d.due(at(50), o) == Due::nothing);   // and no linger deadline (idle still 100)
+    // Not shut down: no EOF, and our byte still goes out.
+    char c = 0;
+    CHECK(sm::runtime::test::receive_now(p.peer.get(), c) == Received::nothing);
+    REQUIRE(sm::runtime::test::send_byte(p.ours.get(), 'y'));
+    CHECK(sm::runtime::test::receive(p.peer.get(), c) == Received::byte);
+    CHECK(d.due(at(50), o) == Due::nothing);  // and no linger deadline (idle still 100)
 }

@@ -1,0 +1,224 @@
+// The platform contract (runtime/platform.hpp) as runtime/posix implements
+// it, where that differs from other platforms: SO_REUSEPORT listeners and
+// their descriptor flags, the stop signal's eventfd, errno values and their
+// texts, pthread stack sizes, affinity. Checked with the system's own calls
+// (getsockname, fcntl, poll) on real descriptors. The platform-neutral
+// cases are in ../test_platform.cpp.
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "runtime/cpu.hpp"
+#include "runtime/platform.hpp"
+#include "runtime/posix/unique_fd.hpp"
+#include "socket_support.hpp"
+
+using sm::runtime::AcceptError;
+using sm::runtime::Listener;
+using sm::runtime::StopSignal;
+using sm::runtime::UniqueFd;
+using sm::runtime::test::connect_to;
+using sm::runtime::test::handle_open;
+using sm::runtime::test::local_port;
+using sm::runtime::test::SocketPair;
+
+namespace {
+
+int int_option(int fd, int level, int name) {
+    int v = -1;
+    socklen_t len = sizeof v;
+    REQUIRE(::getsockopt(fd, level, name, &v, &len) == 0);
+    return v;
+}
+
+bool readable(int fd) {
+    pollfd p{fd, POLLIN, 0};
+    return ::poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+}
+
+}  // namespace
+
+TEST_CASE("platform posix open_listeners on port 0 binds every socket to the port it picks",
+          "[platform]") {
+    const sm::runtime::Listeners l = sm::runtime::open_listeners("127.0.0.1", 0, 3, 16);
+    REQUIRE(l.sockets.size() == 3);
+    CHECK(l.port != 0);
+    CHECK(l.url == "http://127.0.0.1:" + std::to_string(l.port));
+    for (const Listener& s : l.sockets) {
+        REQUIRE(s);
+        CHECK(local_port(s.handle()) == l.port);
+        CHECK(int_option(s.handle(), SOL_SOCKET, SO_ACCEPTCONN) == 1);  // listening
+        CHECK(int_option(s.handle(), SOL_SOCKET, SO_REUSEPORT) == 1);
+        CHECK((::fcntl(s.handle(), F_GETFL) & O_NONBLOCK) != 0);
+        CHECK((::fcntl(s.handle(), F_GETFD) & FD_CLOEXEC) != 0);
+        CHECK(int_option(s.handle(), IPPROTO_TCP, TCP_NODELAY) != 0);
+    }
+    // Each is its own accept queue on the one port; a client reaches one.
+    const UniqueFd client = connect_to(l.port);
+    CHECK(client);
+}
+
+TEST_CASE("platform posix open_listeners never joins a port already listened on", "[platform]") {
+    // Our own listener: SO_REUSEPORT alone would let a second server (same
+    // user) join its port and split its traffic silently.
+    const sm::runtime::Listeners first = sm::runtime::open_listeners("127.0.0.1", 0, 1, 16);
+    const std::string port = std::to_string(first.port);
+    CHECK_THROWS_MATCHES(
+        sm::runtime::open_listeners("127.0.0.1", first.port, 2, 16), std::runtime_error,
+        Catch::Message("cannot listen on 127.0.0.1:" + port +
+                       ": Address already in use (is another server already running on this "
+                       "port?)"));
+}
+
+TEST_CASE("platform posix open_listeners on a given free port binds all of them there",
+          "[platform]") {
+    std::uint16_t port;
+    {
+        const auto probe = sm::runtime::open_listeners("127.0.0.1", 0, 1, 16);
+        port = probe.port;
+    }
+    const sm::runtime::Listeners l = sm::runtime::open_listeners("127.0.0.1", port, 2, 16);
+    CHECK(l.port == port);
+    REQUIRE(l.sockets.size() == 2);
+    CHECK(local_port(l.sockets[0].handle()) == port);
+    CHECK(local_port(l.sockets[1].handle()) == port);
+}
+
+TEST_CASE("platform posix StopSignal turns readable on request and stays readable", "[platform]") {
+    StopSignal stop;
+    CHECK_FALSE(stop.requested());
+    CHECK_FALSE(readable(stop.handle()));
+    stop.request();
+    CHECK(stop.requested());
+    // Every worker polls the same handle, and none drains it.
+    CHECK(readable(stop.handle()));
+    CHECK(readable(stop.handle()));
+    stop.request();  // a second request changes nothing
+    CHECK(stop.requested());
+    CHECK(readable(stop.handle()));
+}
+
+TEST_CASE("platform posix StopSignal seen from another thread", "[platform]") {
+    StopSignal stop;
+    bool seen = false;
+    std::thread waiter([&] {
+        pollfd p{stop.handle(), POLLIN, 0};
+        while (::poll(&p, 1, -1) != 1) {
+        }
+        seen = stop.requested();  // release/acquire: set before the wake-up
+    });
+    stop.request();
+    waiter.join();
+    CHECK(seen);
+}
+
+TEST_CASE("platform posix StopSignal closes its eventfd", "[platform]") {
+    int h;
+    {
+        const StopSignal stop;
+        h = stop.handle();
+        CHECK(handle_open(h));
+    }
+    CHECK_FALSE(handle_open(h));
+}
+
+TEST_CASE("platform posix classify_accept_error", "[platform]") {
+    using enum AcceptError;
+    CHECK(sm::runtime::classify_accept_error(EAGAIN) == again);
+    CHECK(sm::runtime::classify_accept_error(EWOULDBLOCK) == again);
+    for (int err : {EINTR, ECONNABORTED, EPROTO, EPERM}) {
+        CAPTURE(err);
+        CHECK(sm::runtime::classify_accept_error(err) == skip);
+    }
+    for (int err : {EMFILE, ENFILE, ENOBUFS, ENOMEM}) {
+        CAPTURE(err);
+        CHECK(sm::runtime::classify_accept_error(err) == exhausted);
+    }
+}
+
+TEST_CASE("platform posix error_text is the system's description", "[platform]") {
+    CHECK(sm::runtime::error_text(EMFILE) == "Too many open files");
+    CHECK(sm::runtime::error_text(ECONNRESET) == "Connection reset by peer");
+    CHECK(sm::runtime::error_text(EADDRINUSE) == "Address already in use");
+}
+
+TEST_CASE("platform posix start_lingering_close on what is not a socket fails", "[platform]") {
+    int p[2];
+    REQUIRE(::pipe(p) == 0);
+    const UniqueFd r(p[0]), w(p[1]);
+    CHECK_FALSE(sm::runtime::start_lingering_close(w.get(), std::chrono::milliseconds(2000)));
+}
+
+TEST_CASE("platform posix set_nodelay on a TCP connection", "[platform]") {
+    const sm::runtime::Listeners l = sm::runtime::open_listeners("127.0.0.1", 0, 1, 16);
+    const UniqueFd client = connect_to(l.port);
+    REQUIRE(client);
+    CHECK(int_option(client.get(), IPPROTO_TCP, TCP_NODELAY) == 0);
+    CHECK(sm::runtime::set_nodelay(client.get()));
+    CHECK(int_option(client.get(), IPPROTO_TCP, TCP_NODELAY) != 0);
+    SocketPair sp;  // not TCP
+    CHECK_FALSE(sm::runtime::set_nodelay(sp.ours.get()));
+}
+
+TEST_CASE("platform posix Thread has the stack size it was given", "[platform]") {
+    constexpr std::size_t kStack = 256 * 1024;
+    std::size_t stack = 0;
+    {
+        const sm::runtime::Thread t(kStack, [&] {
+            pthread_attr_t attr;
+            if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+                pthread_attr_getstacksize(&attr, &stack);
+                pthread_attr_destroy(&attr);
+            }
+        });
+    }
+    CHECK(stack >= kStack);
+    CHECK(stack < 2 * kStack);  // not the default (8 MiB with the usual ulimit -s)
+}
+
+TEST_CASE("platform posix allowed_cpus and pin_current_thread", "[platform]") {
+    const std::vector<int> cpus = sm::runtime::allowed_cpus();
+    REQUIRE_FALSE(cpus.empty());
+    CHECK(std::is_sorted(cpus.begin(), cpus.end()));
+    // On a thread of its own: the test process keeps its affinity.
+    std::vector<int> pinned;
+    std::thread([&] {
+        sm::runtime::pin_current_thread(cpus.back());
+        pinned = sm::runtime::allowed_cpus();
+    }).join();
+    CHECK(pinned == std::vector{cpus.back()});
+}
+
+TEST_CASE("platform posix pin_current_thread to a CPU not there names it", "[platform]") {
+    const int cpu = sm::runtime::kMaxCpus - 1;
+    const std::vector<int> cpus = sm::runtime::allowed_cpus();
+    if (std::find(cpus.begin(), cpus.end(), cpu) != cpus.end()) {
+        WARN("this machine has CPU 1023: nothing to check");
+        return;
+    }
+    std::string what;
+    std::thread([&] {
+        try {
+            sm::runtime::pin_current_thread(cpu);
+        } catch (const std::system_error& e) {
+            what = e.what();
+        }
+    }).join();
+    CHECK_THAT(what, Catch::StartsWith("cannot pin a thread to CPU 1023"));
+}

@@ -1,0 +1,246 @@
+// The platform contract (runtime/platform.hpp) as runtime/windows implements
+// it, where that differs from POSIX: one SO_EXCLUSIVEADDRUSE listener, the
+// stop signal's event, WSA and Win32 error codes and their texts, thread
+// stack reservations, affinity masks. Checked with Winsock and Win32's own
+// calls (getsockopt, WaitForSingleObject) on real sockets on 127.0.0.1.
+// The platform-neutral cases are in ../test_platform.cpp.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "runtime/platform.hpp"
+#include "runtime/windows/winsock.hpp"
+#include "socket_support.hpp"
+
+using sm::runtime::AcceptError;
+using sm::runtime::as_handle;
+using sm::runtime::as_socket;
+using sm::runtime::StopSignal;
+using sm::runtime::test::connect_to;
+using sm::runtime::test::loopback;
+using sm::runtime::test::Socket;
+
+namespace {
+
+// A bound on waits for what must happen (a signalled event): never a threshold.
+constexpr DWORD kWaitMs = 10'000;
+
+// A BOOL or int option. Zeroed first: Windows (and Wine) return TCP_NODELAY
+// as a single byte.
+int int_option(sm::runtime::NativeHandle s, int level, int name) {
+    int v = 0;
+    int len = sizeof v;
+    REQUIRE(::getsockopt(as_socket(s), level, name, reinterpret_cast<char*>(&v), &len) == 0);
+    return v;
+}
+
+// What the system itself says about `err`, in the same language error_text uses.
+std::string system_text(DWORD err) {
+    char buf[512];
+    DWORD n = ::FormatMessageA(FORMAT_MESSAGE_FROM_SYSTEM | FORMAT_MESSAGE_IGNORE_INSERTS, nullptr,
+                               err, 0, buf, sizeof buf, nullptr);
+    while (n > 0 &&
+           (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ' || buf[n - 1] == '.'))
+        --n;
+    return std::string(buf, n);
+}
+
+}  // namespace
+
+TEST_CASE("platform windows open_listeners makes one exclusive, listening, non-blocking socket",
+          "[platform]") {
+    const sm::runtime::Listeners l = sm::runtime::open_listeners("127.0.0.1", 0, 1, 16);
+    REQUIRE(l.sockets.size() == 1);
+    const sm::runtime::NativeHandle s = l.sockets[0].handle();
+    CHECK(int_option(s, SOL_SOCKET, SO_ACCEPTCONN) != 0);  // listening
+    CHECK(int_option(s, SOL_SOCKET, SO_EXCLUSIVEADDRUSE) != 0);
+    CHECK(int_option(s, IPPROTO_TCP, TCP_NODELAY) != 0);
+    // Non-blocking: with nothing queued, accept says so instead of waiting
+    // (a blocking listener would hang here; the test's timeout bounds that).
+    CHECK(::accept(as_socket(s), nullptr, nullptr) == INVALID_SOCKET);
+    CHECK(::WSAGetLastError() == WSAEWOULDBLOCK);
+    // And a client's connection is there to take.
+    const Socket client = connect_to(l.port);
+    REQUIRE(client);
+    WSAPOLLFD p{as_socket(s), POLLRDNORM, 0};
+    REQUIRE(::WSAPoll(&p, 1, static_cast<int>(kWaitMs)) == 1);
+    const Socket accepted(::accept(as_socket(s), nullptr, nullptr));
+    CHECK(accepted);
+}
+
+TEST_CASE("platform windows open_listeners' port cannot be taken with SO_REUSEADDR", "[platform]") {
+    // What SO_EXCLUSIVEADDRUSE is for: without it, another process's socket
+    // with SO_REUSEADDR could bind the port and steal its connections.
+    const sm::runtime::Listeners l = sm::runtime::open_listeners("127.0.0.1", 0, 1, 16);
+    const Socket thief(::socket(AF_INET, SOCK_STREAM, IPPROTO_TCP));
+    REQUIRE(thief);
+    const BOOL one = TRUE;
+    REQUIRE(::setsockopt(as_socket(thief.get()), SOL_SOCKET, SO_REUSEADDR,
+                         reinterpret_cast<const char*>(&one), sizeof one) == 0);
+    const sockaddr_in a = loopback(l.port);
+    CHECK(::bind(as_socket(thief.get()), reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0);
+    const int err = ::WSAGetLastError();
+    CHECK((err == WSAEADDRINUSE || err == WSAEACCES));
+}
+
+TEST_CASE("platform windows open_listeners with more than one socket is a clear error",
+          "[platform]") {
+    CHECK_THROWS_MATCHES(sm::runtime::open_listeners("127.0.0.1", 0, 2, 16), std::runtime_error,
+                         Catch::Message("2 listeners on one port: Windows has no SO_REUSEPORT to "
+                                        "balance them (one listener serves every thread)"));
+}
+
+TEST_CASE("platform windows StopSignal is an event, signalled on request and staying so",
+          "[platform]") {
+    StopSignal stop;
+    const HANDLE h = as_handle(stop.handle());
+    CHECK_FALSE(stop.requested());
+    CHECK(::WaitForSingleObject(h, 0) == WAIT_TIMEOUT);
+    stop.request();
+    CHECK(stop.requested());
+    // Every worker waits on the same handle, and no wait resets it.
+    CHECK(::WaitForSingleObject(h, 0) == WAIT_OBJECT_0);
+    CHECK(::WaitForSingleObject(h, 0) == WAIT_OBJECT_0);
+    stop.request();  // a second request changes nothing
+    CHECK(stop.requested());
+    CHECK(::WaitForSingleObject(h, 0) == WAIT_OBJECT_0);
+}
+
+TEST_CASE("platform windows StopSignal closes its event", "[platform]") {
+    HANDLE h;
+    {
+        const StopSignal stop;
+        h = as_handle(stop.handle());
+        DWORD flags = 0;
+        CHECK(::GetHandleInformation(h, &flags));
+    }
+    DWORD flags = 0;
+    CHECK_FALSE(::GetHandleInformation(h, &flags));
+}
+
+TEST_CASE("platform windows StopSignal seen from another thread", "[platform]") {
+    StopSignal stop;
+    DWORD waited = WAIT_FAILED;
+    bool seen = false;
+    std::thread waiter([&] {
+        waited = ::WaitForSingleObject(as_handle(stop.handle()), kWaitMs);
+        seen = stop.requested();  // release/acquire: set before the wake-up
+    });
+    stop.request();
+    waiter.join();
+    CHECK(waited == WAIT_OBJECT_0);
+    CHECK(seen);
+}
+
+TEST_CASE("platform windows classify_accept_error", "[platform]") {
+    using enum AcceptError;
+    CHECK(sm::runtime::classify_accept_error(WSAEWOULDBLOCK) == again);
+    // ERROR_NETNAME_DELETED: a connection reset while queued, as AcceptEx
+    // reports it; the ERROR_ ones are what a cancelled AcceptEx completes with.
+    for (int err :
+         {WSAECONNRESET, WSAECONNABORTED, WSAEINTR, static_cast<int>(ERROR_NETNAME_DELETED),
+          static_cast<int>(ERROR_CONNECTION_ABORTED), static_cast<int>(ERROR_OPERATION_ABORTED)}) {
+        CAPTURE(err);
+        CHECK(sm::runtime::classify_accept_error(err) == skip);
+    }
+    for (int err : {WSAEMFILE, WSAENOBUFS, static_cast<int>(ERROR_NOT_ENOUGH_MEMORY)}) {
+        CAPTURE(err);
+        CHECK(sm::runtime::classify_accept_error(err) == exhausted);
+    }
+}
+
+TEST_CASE("platform windows error_text is the system's description and the number", "[platform]") {
+    // These two every system describes (Wine too).
+    CHECK_FALSE(system_text(WSAEMFILE).empty());
+    CHECK_FALSE(system_text(WSAECONNRESET).empty());
+    // Wine has no text for some (WSAEWOULDBLOCK, WSAEADDRINUSE,
+    // WSAECONNABORTED, WSAENOBUFS): those read "unknown error", with the number.
+    for (DWORD err :
+         {DWORD{WSAEMFILE}, DWORD{WSAENOBUFS}, DWORD{WSAECONNRESET}, DWORD{WSAECONNABORTED},
+          DWORD{WSAEWOULDBLOCK}, DWORD{WSAEADDRINUSE}, DWORD{WSAEINVAL},
+          DWORD{ERROR_NETNAME_DELETED}, DWORD{ERROR_NOT_ENOUGH_MEMORY}}) {
+        CAPTURE(err);
+        const std::string text = sm::runtime::error_text(static_cast<int>(err));
+        const std::string description = system_text(err);
+        CHECK(text == (description.empty() ? "unknown error" : description) + " (error " +
+                          std::to_string(err) + ")");
+        CHECK(text.find('\n') == std::string::npos);  // one log line
+    }
+    // A code no system has text for.
+    CHECK(sm::runtime::error_text(0x3fff'fff0) ==
+          "unknown error (error " + std::to_string(0x3fff'fff0) + ")");
+}
+
+TEST_CASE("platform windows start_lingering_close on what is not a socket fails", "[platform]") {
+    HANDLE r = nullptr;
+    HANDLE w = nullptr;
+    REQUIRE(::CreatePipe(&r, &w, nullptr, 0));
+    CHECK_FALSE(sm::runtime::start_lingering_close(reinterpret_cast<sm::runtime::NativeHandle>(w),
+                                                   std::chrono::milliseconds(2000)));
+    ::CloseHandle(r);
+    ::CloseHandle(w);
+}
+
+TEST_CASE("platform windows set_nodelay on a TCP connection", "[platform]") {
+    const sm::runtime::Listeners l = sm::runtime::open_listeners("127.0.0.1", 0, 1, 16);
+    const Socket client = connect_to(l.port);
+    REQUIRE(client);
+    CHECK(int_option(client.get(), IPPROTO_TCP, TCP_NODELAY) == 0);
+    CHECK(sm::runtime::set_nodelay(client.get()));
+    CHECK(int_option(client.get(), IPPROTO_TCP, TCP_NODELAY) != 0);
+    CHECK_FALSE(sm::runtime::set_nodelay(sm::runtime::kNoHandle));  // not a socket
+}
+
+TEST_CASE("platform windows Thread reserves the stack size it was given", "[platform]") {
+    // More than the executable's default reservation (2 MiB with mingw's
+    // ld) and than Wine's minimum (1 MiB: it rounds smaller ones up), so
+    // that only the size asked for explains what the thread gets.
+    constexpr std::size_t kStack = 4 * 1024 * 1024;
+    ULONG_PTR low = 0;
+    ULONG_PTR high = 0;
+    {
+        const sm::runtime::Thread t(kStack, [&] { ::GetCurrentThreadStackLimits(&low, &high); });
+    }
+    const std::size_t reserved = high - low;
+    CHECK(reserved >= kStack);
+    CHECK(reserved < 2 * kStack);
+}
+
+TEST_CASE("platform windows allowed_cpus and pin_current_thread", "[platform]") {
+    const std::vector<int> cpus = sm::runtime::allowed_cpus();
+    REQUIRE_FALSE(cpus.empty());
+    CHECK(std::is_sorted(cpus.begin(), cpus.end()));
+    // On a thread of its own: the test process keeps its affinity. The
+    // thread's mask is what SetThreadAffinityMask returns when it is set
+    // again (Windows has no getter for it).
+    DWORD_PTR mask = 0;
+    std::thread([&] {
+        sm::runtime::pin_current_thread(cpus.back());
+        mask = ::SetThreadAffinityMask(::GetCurrentThread(), DWORD_PTR{1} << cpus.back());
+    }).join();
+    CHECK(mask == DWORD_PTR{1} << cpus.back());
+}
+
+TEST_CASE("platform windows pin_current_thread to a CPU not there names it", "[platform]") {
+    const std::vector<int> cpus = sm::runtime::allowed_cpus();
+    for (int cpu : {1000, 63}) {
+        CAPTURE(cpu);
+        if (std::find(cpus.begin(), cpus.end(), cpu) != cpus.end()) continue;
+        std::string what;
+        std::thread([&] {
+            try {
+                sm::runtime::pin_current_thread(cpu);
+            } catch (const std::system_error& e) {
+                what = e.what();
+            }
+        }).join();
+        CHECK_THAT(what, Catch::StartsWith("cannot pin a thread to CPU " + std::to_string(cpu)));
+    }
+}
