@@ -335,8 +335,12 @@ void Worker::close_now(Connection& c) {
     if (c.closing) return;
     c.closing = true;
     // Operations in flight end with ERROR_OPERATION_ABORTED; the object is
-    // reused once the last one has reported (op_done).
-    ::closesocket(std::exchange(c.socket, INVALID_SOCKET));
+    // reused once the last one has reported (op_done). closesocket() alone
+    // cancels them too, but a send stuck on a client that does not read
+    // was seen (under Wine) never to report: cancelled explicitly first.
+    const SOCKET s = std::exchange(c.socket, INVALID_SOCKET);
+    if (c.ops != 0) ::CancelIoEx(reinterpret_cast<HANDLE>(s), nullptr);
+    ::closesocket(s);
     WorkList::remove(c);
     conns_.closed(c);
     if (c.ops == 0) op_done(c);  // recycled now
