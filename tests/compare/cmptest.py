@@ -6,9 +6,9 @@ and checks what it left behind. A Session owns one temporary directory and one
 unique token:
 
 - the harness gets a private --build-dir made of symbolic links to the real
-  binaries (DIR/servers/MODEL/server-MODEL, DIR/bench/floor/floor,
-  DIR/bench/loadgen/loadgen), so every server and loadgen process it starts
-  carries the temporary directory in its command line;
+  binaries (DIR/servers/MODEL/server-MODEL, DIR/windows/servers/iocp/server-iocp.exe,
+  DIR/bench/floor/floor, DIR/bench/loadgen/loadgen), so every server and
+  loadgen process it starts carries the temporary directory in its command line;
 - the harness's environment carries SMCMP_TEST_TOKEN=<token>, inherited by
   everything it starts (nginx workers, contenders, ip netns exec, ...);
 - contenders get the token in their command line too.
@@ -301,14 +301,15 @@ class Session:
     # the private build directory
     def _make_build(self, wrappers: bool) -> None:
         real = Config.build_dir
-        items = [f"servers/{m}/{BY_NAME[m].binary}" for m in MODELS] + ["bench/floor/floor", "bench/loadgen/loadgen"]
+        # Every model, a Windows one too (BUILD/windows/servers/iocp/server-iocp.exe, run under Wine).
+        items = [str(m.binary_in(Path())) for m in BY_NAME.values()] + ["bench/floor/floor", "bench/loadgen/loadgen"]
         for rel in items:
             src = real / rel
             if not src.exists():
                 continue
             dst = self.build / rel
             dst.parent.mkdir(parents=True, exist_ok=True)
-            if wrappers:
+            if wrappers and not rel.endswith(".exe"):  # Wine runs no shell script
                 # Logs every invocation (argv), then runs the real binary in the same process.
                 dst.write_text("#!/bin/sh\n"
                                f"printf '%s\\n' \"$0 $*\" >> {shlex.quote(str(self.wrap_log))}\n"

@@ -13,13 +13,13 @@ import sys
 import time
 from pathlib import Path
 
-from . import envinfo, output, procs
+from . import envinfo, output, procs, wine
 from .measure import Load, Scenario, run_once
 from .models import BY_NAME
 from .summary import compare, summarize
 from .hosting import ContainerTarget, Engine, describe_options, hosted_targets, parse_hosting
-from .targets import (ALL_TARGETS, MODELS, REPO_ROOT, ContenderTarget, H2oTarget, ModelTarget, NginxTarget,
-                      Placement, StartError, Target, parse_contender)
+from .targets import (ALL_TARGETS, DEFAULT_TARGETS, REPO_ROOT, WINE_MODELS, ContenderTarget, H2oTarget,
+                      ModelTarget, NginxTarget, Placement, StartError, Target, parse_contender)
 from .util import Interrupted, SetupError, cpu_list, fmt_duration, log, parse_cpu_list
 
 EXIT_OK, EXIT_SETUP, EXIT_PROBLEMS, EXIT_INTERRUPTED = 0, 2, 3, 130
@@ -39,6 +39,7 @@ examples:
       --target-host 10.0.0.1
   bench/compare/compare --from OLD/results.json --compare OLDER/results.json
   bench/compare/compare --targets epoll,uring --hosting bare,container,bridged,proxied --pairing adjacent
+  bench/compare/compare --targets iocp,epoll          # server-iocp.exe under Wine (not a Windows measurement)
 
 exit codes: 0 done; 2 setup or usage error; 3 invalid runs, or a requested
 target skipped or failed; 130 interrupted (what was measured is written).
@@ -56,8 +57,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     g.add_argument("--quick", action="store_true",
                    help=f"quick comparison: --modes {QUICK['modes']}, {QUICK['rounds']} rounds of "
                         f"{QUICK['duration']:g} s, {QUICK['warmup']:g} s warm-up (options given override)")
-    g.add_argument("--targets", help=f"comma list of {', '.join(ALL_TARGETS)} (default: every one available; "
-                                     "one named here that cannot run makes the exit code 3)")
+    g.add_argument("--targets", help=f"comma list of {', '.join(ALL_TARGETS)} (default: those of "
+                                     f"{', '.join(DEFAULT_TARGETS)} that can run here; one named here that cannot "
+                                     "run makes the exit code 3)" + (
+                                         f". {', '.join(WINE_MODELS)}: Windows, run under Wine only when named here; "
+                                         "its figures are Wine's, not Windows'" if WINE_MODELS else ""))
     g.add_argument("--contender", action="append", default=[], metavar="NAME='CMD {port}'",
                    help="also compare this server: CMD (split like a shell would, not run by one) with {port} "
                         "and {host} filled in; it must answer /plaintext and /json like the models; repeatable")
@@ -230,11 +234,16 @@ def _cpus(text: str | None, default: list[int], opt: str, allowed: list[int]) ->
 # ---------------------------------------------------------------------------
 
 def build_targets(a: argparse.Namespace) -> list[Target]:
-    wanted = a.target_names if a.target_names is not None else list(ALL_TARGETS)
+    wanted = a.target_names if a.target_names is not None else list(DEFAULT_TARGETS)
     requested = a.target_names is not None
     out: list[Target] = []
+    under_wine: wine.Wine | None = None
     for name in wanted:
-        if name in MODELS:
+        if name in WINE_MODELS:
+            under_wine = under_wine or wine.Wine()
+            binary = BY_NAME[name].binary_in(a.build_dir)
+            out += [wine.WineTarget(name, binary, mode, requested, under_wine) for mode in a.modes]
+        elif name in BY_NAME:
             binary = BY_NAME[name].binary_in(a.build_dir)
             out += [ModelTarget(name, binary, mode, requested) for mode in a.modes]
         elif name == "floor":
@@ -247,6 +256,9 @@ def build_targets(a: argparse.Namespace) -> list[Target]:
     engine = Engine(a.container_engine, a.image, a.container_options) \
         if {"container", "bridged"} & set(a.hosting_list) else None
     hosted = hosted_targets(models, [h for h in a.hosting_list if h != "bare"], engine, a.nginx)
+    if [h for h in a.hosting_list if h != "bare"] and under_wine is not None:
+        log(f"note: --hosting {a.hosting}: {', '.join(n for n in wanted if n in WINE_MODELS)} run(s) bare only, "
+            "under Wine")
     if "bare" not in a.hosting_list:
         # The bare runs are still made: they are what x bare divides by.
         for t in models:
@@ -275,7 +287,7 @@ def preflight(targets: list[Target], place: Placement, scenarios: list[Scenario]
                 problems.append(err)
         ok_paths = [p for p in t.paths if not any(e.startswith(f"GET {p}") for e in problems)]
         t.scenarios = [s.name for s in scenarios if s.path in ok_paths]
-        rc = t.stop() if t.alive() else (t.proc.returncode if t.proc else None)
+        rc = t.stop()   # also what a dead server leaves: its session, a proxy, a container, a wineserver
         if rc not in (0, None) and not problems:
             problems.append(f"exited with code {rc} when stopped")
         if problems and not t.scenarios:
@@ -322,13 +334,16 @@ def make_plan(live: list[Target], scenarios: list[Scenario], rounds: int, baseli
 def pick_baseline(wanted: str | None, targets: list[Target], modes: list[str]) -> str | None:
     ids = [t.id for t in targets if t.status == "measured"]
     if wanted:
-        if wanted in MODELS:
+        if wanted in BY_NAME:
             wanted = f"{wanted}/{'composed' if 'composed' in modes else modes[0]}"
         return wanted if wanted in ids else None
     if "nginx" in ids:
         return "nginx"
-    models = [t.id for t in targets if t.status == "measured" and t.kind == "model"]
-    return (models or ids or [None])[0]
+    # A model run natively before one under Wine: the ratios are read against
+    # the baseline, and Wine's figures are not a platform's.
+    models = [t for t in targets if t.status == "measured" and t.kind == "model"]
+    native = [t.id for t in models if t.under is None]
+    return (native or [t.id for t in models] or ids or [None])[0]
 
 
 class Progress:
@@ -429,13 +444,20 @@ def measure(a: argparse.Namespace) -> tuple[dict, bool]:
         log("interrupted: stopping the servers and writing what was measured")
     finally:
         procs.stop_all()
+        wine.close_all()
     for t in targets:
         if t.status == "measured" and not any(r["target"] == t.id and r["valid"] for r in runs) and runs \
                 and not interrupted:
             t.status, t.reason = "failed", "no valid run"
     versions = {"loadgen": envinfo.tool_version([str(a.loadgen), "--version"]) or "unknown"}
     for t in targets:
-        if isinstance(t, ModelTarget) and t.binary.exists() and t.name not in versions:
+        if isinstance(t, wine.WineTarget):
+            # Never run directly: binfmt_misc may hand a .exe to Wine with the user's prefix.
+            if t.version:
+                versions[t.binary.name] = t.version
+            if t.wine.version:
+                versions["wine"] = t.wine.version
+        elif isinstance(t, ModelTarget) and t.binary.exists() and t.name not in versions:
             versions[t.name if t.kind == "floor" else t.binary.name] = \
                 envinfo.tool_version([str(t.binary), "--version"]) or "unknown"
         elif t.version:
@@ -459,7 +481,7 @@ def measure(a: argparse.Namespace) -> tuple[dict, bool]:
                    "build_dir": str(a.build_dir)},
         "baseline": None,
         "targets": [{"id": t.id, "name": t.name, "kind": t.kind, "mode": t.mode, "label": t.label,
-                     "hosting": getattr(t, "hosting", "bare"),
+                     "hosting": getattr(t, "hosting", "bare"), "under": t.under, "note": t.note,
                      "command": t.command, "requested": t.requested, "status": t.status, "reason": t.reason,
                      "scenarios": t.scenarios} for t in targets],
         "runs": runs,
@@ -526,7 +548,7 @@ def main(argv: list[str]) -> int:
                 modes = results["config"].get("modes") or ["composed"]
                 ids = [t["id"] for t in results["targets"] if t["status"] == "measured"]
                 b = f"{a.baseline}/{'composed' if 'composed' in modes else modes[0]}" \
-                    if a.baseline in MODELS else a.baseline
+                    if a.baseline in BY_NAME else a.baseline
                 results["baseline"] = b if b in ids else None
             return finish(results, a)
         results, _ = measure(a)
@@ -535,5 +557,6 @@ def main(argv: list[str]) -> int:
         return finish(results, a)
     except SetupError as e:
         procs.stop_all()
+        wine.close_all()
         log(f"error: {e}")
         return EXIT_SETUP

@@ -296,10 +296,12 @@ class ProxiedTarget(ModelTarget):
 
 
 def hosted_targets(bare: list[ModelTarget], hostings: list[str], engine: Engine | None, nginx: str) -> list:
-    """The targets of every hosting mode but bare, for each bare model target."""
+    """The targets of every hosting mode but bare, for each bare model target.
+    A model run under Wine is hosted bare only: the image holds the Linux
+    models, and behind a proxy it would measure Wine and nginx at once."""
     out: list = []
     for t in bare:
-        if t.kind != "model":
+        if t.kind != "model" or t.under is not None:
             continue
         for h in hostings:
             if h in ("container", "bridged"):

@@ -9,7 +9,8 @@ Sections, in order:
 
 1. header: times, how the run ended, placement (CPUs, threads, host, rounds),
    the baseline target;
-2. notices: skipped or failed targets, invalid runs, an interrupted run;
+2. notices: skipped or failed targets, invalid runs, an interrupted run, what
+   the figures of a target run under Wine are not;
 3. per scenario and connection count: req/s and server CPU us/request bars
    (median, min-max whisker, ratio to the baseline);
 4. latency percentile curves (HdrHistogram-style x axis);
@@ -198,6 +199,16 @@ class Ctx:
         """Label and id, for tooltips."""
         return tid if self.label(tid) == tid else f"{self.label(tid)} [{tid}]"
 
+    def shown(self, tid: str) -> str:
+        """The id as the charts and tables show it: "iocp/composed (Wine)" for one run under Wine."""
+        return util.shown_id(tid, self.targets.get(tid))
+
+    def caveats(self, tids: Iterable[str]) -> str:
+        """What the figures of these targets are not, when any of them says (a target's note), as HTML."""
+        notes = [f"{self.shown(t)}: {self.targets[t]['note']}" for t in dict.fromkeys(tids)
+                 if (self.targets.get(t) or {}).get("note")]
+        return f'<p class="muted">{esc("; ".join(notes))}.</p>' if notes else ""
+
 
 def make_ctx(results: Json) -> Ctx:
     targets = [t for t in results.get("targets") or [] if isinstance(t, dict)]
@@ -294,7 +305,7 @@ def make_bars(rows: list[Json], field: str, ratio_key: str, fmt: Callable[[Any],
         tid = str(row.get("target"))
         m = med(row.get(field))
         if m is None:
-            missing.append(tid)
+            missing.append(ctx.shown(tid))
             continue
         lo, hi = span(row.get(field))
         is_base = tid == ctx.baseline
@@ -304,7 +315,7 @@ def make_bars(rows: list[Json], field: str, ratio_key: str, fmt: Callable[[Any],
                + (f", min {fmt(lo)}, max {fmt(hi)}" if lo is not None and hi is not None else "")
                + (f", {fmt_ratio(ratio)} of baseline" if ratio is not None else "")
                + f"; {row.get('valid_runs', '?')}/{row.get('runs', '?')} valid runs")
-        bars.append(Bar(tid, m, lo, hi, note, is_base, ctx.colours.get(tid, "#888"), tip))
+        bars.append(Bar(ctx.shown(tid), m, lo, hi, note, is_base, ctx.colours.get(tid, "#888"), tip))
     return bars, missing
 
 
@@ -441,16 +452,19 @@ def notice_items(results: Json, ctx: Ctx) -> list[tuple[str, str]]:
             items.append(("err" if t.get("status") == "failed" else "",
                           f"{t.get('status')}: {ctx.full_name(str(t.get('id')))}{req}: "
                           f"{t.get('reason') or 'no reason given'}"))
+        elif t.get("note"):
+            items.append(("", f"{ctx.shown(str(t.get('id')))} ({ctx.label(str(t.get('id')))}): {t['note']}."))
     for r in results.get("runs") or []:
         if not r.get("valid", True):
             problems = "; ".join(map(str, r.get("problems") or [])) or "?"
-            items.append(("err", f"invalid run: {r.get('target')} \u00b7 {r.get('scenario')} "
+            items.append(("err", f"invalid run: {ctx.shown(str(r.get('target')))} \u00b7 {r.get('scenario')} "
                                  f"c{r.get('connections')} \u00b7 round {r.get('round')}: {problems}"))
     noisy = [r for r in results.get("runs") or [] if r.get("noisy")]
     if noisy:
         first = noisy[0]
         items.append(("", f"{len(noisy)} run(s) saw other activity on the machine (noisy), e.g. "
-                          f"{first.get('target')} {first.get('scenario')}: {'; '.join(map(str, first['noisy']))}"))
+                          f"{ctx.shown(str(first.get('target')))} {first.get('scenario')}: "
+                          f"{'; '.join(map(str, first['noisy']))}"))
     return items
 
 
@@ -472,7 +486,8 @@ def section_charts(results: Json, ctx: Ctx) -> str:
                      + chart_box("requests/s (median, min\u2013max; higher is better)", rps, no_rps,
                                  "no valid runs", fmt_rate, "req/s")
                      + chart_box("server CPU \u00b5s per request (lower is better)", cpu, no_cpu,
-                                 "not measured", fmt_sig, "\u00b5s/req") + "</div>")
+                                 "not measured", fmt_sig, "\u00b5s/req") + "</div>"
+                     + ctx.caveats(str(r.get("target")) for r in rows))
     if len(parts) == 1:
         parts.append('<p class="muted">No summary rows: nothing was measured.</p>')
     return "".join(parts) + "</section>"
@@ -481,12 +496,13 @@ def section_charts(results: Json, ctx: Ctx) -> str:
 def section_latency(results: Json, ctx: Ctx) -> str:
     parts = ['<section id="latency"><h2>Latency by percentile</h2>']
     for key, rows in groups(results, ctx):
-        series = [(str(r.get("target")), ctx.colours.get(str(r.get("target")), "#888"),
+        series = [(ctx.shown(str(r.get("target"))), ctx.colours.get(str(r.get("target")), "#888"),
                    str(r.get("target")) == ctx.baseline, curve_points(r.get("latency_curve"))) for r in rows]
         series = [s for s in series if s[3]]
         body = (latency_chart(series) + legend((s[0], s[1], s[2]) for s in series)) if series \
             else '<p class="muted">no latency data</p>'
-        parts.append(f'<div class="chart"><h4>{esc(group_title(key, rows, results))}</h4>{body}</div>')
+        caveats = ctx.caveats(str(r.get("target")) for r in rows if curve_points(r.get("latency_curve")))
+        parts.append(f'<div class="chart"><h4>{esc(group_title(key, rows, results))}</h4>{body}{caveats}</div>')
     if len(parts) == 1:
         parts.append('<p class="muted">No latency data.</p>')
     return "".join(parts) + "</section>"
@@ -499,13 +515,18 @@ def summary_cells(row: Json, ctx: Ctx) -> list[Cell]:
     user, sys_ = med(row.get("server_user_us_per_req")), med(row.get("server_sys_us_per_req"))
     split = f'<br><span class="muted">user {esc(fmt_sig(user))} \u00b7 sys {esc(fmt_sig(sys_))}</span>' \
         if user is not None or sys_ is not None else ""
+    wineserver = med(row.get("wineserver_cpu_us_per_req"))
+    if wineserver is not None:
+        split += f'<br><span class="muted">wineserver {esc(fmt_sig(wineserver))}</span>'
     rss = row.get("peak_rss_kib")
     rss_mib = {k: v / 1024 for k, v in rss.items() if _num(v) is not None} if isinstance(rss, dict) else None
     errs = ", ".join(f"{k} {v}" for k, v in (row.get("errors") or {}).items() if v)
     valid, runs = row.get("valid_runs", 0), row.get("runs", 0)
-    name = esc(tid) + (" <b>(baseline)</b>" if tid == ctx.baseline else "")
+    name = esc(ctx.shown(tid)) + (" <b>(baseline)</b>" if tid == ctx.baseline else "")
     if ctx.label(tid) != tid:
-        name += f'<br><span class="muted">{esc(truncate(ctx.label(tid), 40))}</span>'
+        # In full when the target has a note: the label says what it runs under.
+        label = ctx.label(tid) if t.get("note") else truncate(ctx.label(tid), 40)
+        name += f'<br><span class="muted">{esc(label)}</span>'
     return [name, esc(kind) or MISSING, esc(row.get("scenario")), num(esc(row.get("connections"))),
             num(fmt_spread(row.get("rps"), fmt_rate)), num(ratio_cell(row.get("vs_baseline") or {})),
             num(fmt_spread(latency_spread(row, "50"), fmt_latency)),
@@ -556,7 +577,7 @@ METRIC_FMT: dict[str, tuple[str, Callable[[Any], str], int]] = {
 }
 
 
-def section_comparison(results: Json) -> str:
+def section_comparison(results: Json, ctx: Ctx) -> str:
     comp = results.get("comparison")
     if not isinstance(comp, dict):
         return ""
@@ -565,7 +586,7 @@ def section_comparison(results: Json) -> str:
         name, fmt, good = METRIC_FMT.get(str(r.get("metric")), (str(r.get("metric")), fmt_sig, 0))
         change = _num(r.get("change"))
         cls = ("better" if change * good > 0 else "worse") if r.get("significant") and change and good else ""
-        rows.append((cls, [esc(name), esc(r.get("target")), esc(r.get("scenario")),
+        rows.append((cls, [esc(name), esc(ctx.shown(str(r.get("target")))), esc(r.get("scenario")),
                            num(esc(r.get("connections"))), num(esc(fmt(r.get("old")))), num(esc(fmt(r.get("new")))),
                            num(esc(fmt_change(change))), "<b>yes</b>" if r.get("significant") else "no"]))
     old = f'against <code>{esc(comp.get("old", "?"))}</code>' + (
@@ -597,7 +618,7 @@ def dl(items: Iterable[tuple[str, str]]) -> str:
     return "<dl>" + "".join(f"<dt>{esc(k)}</dt><dd>{v}</dd>" for k, v in items) + "</dl>"
 
 
-def section_environment(results: Json) -> str:
+def section_environment(results: Json, ctx: Ctx) -> str:
     env = dict(results.get("environment") or {})
     if isinstance(env.get("git"), dict):
         git = env["git"]
@@ -612,7 +633,7 @@ def section_environment(results: Json) -> str:
         c = r.get("commands") or {}
         server = argv_text(c.get("server")) or "(not started by the harness)"
         client = argv_text(c.get("client")) or "-"
-        cmds.append(f"<h4>{esc(tid)}</h4><pre>server: {esc(server)}\nclient: {esc(client)}</pre>")
+        cmds.append(f"<h4>{esc(ctx.shown(tid))}</h4><pre>server: {esc(server)}\nclient: {esc(client)}</pre>")
     return (f'<section id="environment"><h2>Environment and config</h2>'
             f'<h3>Environment</h3>{dl((k, value_html(v)) for k, v in env.items())}'
             f'<h3>Config</h3>{dl((k, value_html(v)) for k, v in cfg.items())}'
@@ -628,15 +649,17 @@ HOW_TO_READ = (
     "(lower is better; it is missing when the server is remote). Latency curves show the run with the median "
     "req/s, the x axis stretching the tail (90%, 99%, 99.9%, ...). \"Limited by\" says which side's CPU was "
     "saturated: server CPU means the server was the bottleneck, client CPU means the load generator was, "
-    "so the server's req/s is then a lower bound.")
+    "so the server's req/s is then a lower bound. A target shown with \"(Wine)\" is a Windows server run "
+    "through Wine on Linux: its figures are Wine's (its server CPU counts the wineserver's too), not a "
+    "measure of Windows performance.")
 
 
 def render(results: dict) -> str:
     """Return report.html for a results dict as described by results.schema.json."""
     ctx = make_ctx(results)
     body = "".join([section_header(results, ctx), section_notices(results, ctx), section_charts(results, ctx),
-                    section_latency(results, ctx), section_summary(results, ctx), section_comparison(results),
-                    section_environment(results),
+                    section_latency(results, ctx), section_summary(results, ctx), section_comparison(results, ctx),
+                    section_environment(results, ctx),
                     f'<section id="how"><h2>How to read this</h2><p>{esc(HOW_TO_READ)}</p></section>'])
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'

@@ -187,8 +187,8 @@ def _measure(target: Target, place: Placement, load: Load, sc: Scenario, conns: 
     local = not load.remote
     pids = proxy_pids = None
     if local:
-        root, proxy = target.server_root(), target.proxy_root()
-        pids = sorted(procs.process_tree(root)) if root else []
+        proxy = target.proxy_root()
+        pids = target.server_pids()
         proxy_pids = sorted(procs.process_tree(proxy)) if proxy else []
         if not pids:
             rec["problems"].append("the server's processes were not found: its costs cannot be measured")
@@ -210,6 +210,8 @@ def _measure(target: Target, place: Placement, load: Load, sc: Scenario, conns: 
             rec["problems"].append("loadgen announced no schedule: the server's costs were not measured")
         else:
             _server_costs(window, load, rec, set(proxy_pids or []))
+            for name, part in target.server_parts().items():
+                _part_costs(window, rec, name, set(part))
             _noise(window, load, rec)
     _limit(rec)
 
@@ -277,6 +279,16 @@ def _server_costs(w: Window, load: Load, rec: dict, proxy: set[int]) -> None:
         rec["proxy"] = {"pids": sorted(set(after) & proxy), "cpu_user_s": p["user"], "cpu_sys_s": p["sys"],
                         "cpu_us_per_req": (p["user"] + p["sys"]) / n * 1e6 if n else None,
                         "ctx_switches": p["ctx"], "peak_rss_kib": p["rss"]}
+
+
+def _part_costs(w: Window, rec: dict, name: str, pids: set[int]) -> None:
+    """rec[name]: the share of the server's figures of some of its processes
+    (the wineserver of a model under Wine)."""
+    c = _costs(w, pids)
+    n = rec["requests"]
+    rec[name] = {"pids": sorted(set(w.after) & pids), "cpu_user_s": c["user"], "cpu_sys_s": c["sys"],
+                 "cpu_us_per_req": (c["user"] + c["sys"]) / n * 1e6 if n else None,
+                 "ctx_switches": c["ctx"], "peak_rss_kib": c["rss"]}
 
 
 def _noise(w: Window, load: Load, rec: dict) -> None:

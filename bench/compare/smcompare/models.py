@@ -43,7 +43,12 @@ class Model:
     needs_io_uring: bool
 
     def binary_in(self, build_dir: Path) -> Path:
-        """Where a build directory has it: BUILD_DIR/servers/NAME/BINARY."""
+        """Where a build directory has it: BUILD_DIR/servers/NAME/BINARY, for a
+        model of this platform; a Windows model in a Linux build directory is
+        cross-built (mingw-w64) by an ExternalProject into BUILD_DIR/windows/,
+        so BUILD_DIR/windows/servers/NAME/BINARY."""
+        if self.platform == "windows" and PLATFORM != "windows":
+            return build_dir / "windows" / "servers" / self.name / self.binary
         return build_dir / "servers" / self.name / self.binary
 
 

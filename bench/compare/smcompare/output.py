@@ -6,10 +6,11 @@ import csv
 import io
 
 from .summary import LATENCY_KEYS
-from .util import fmt_ms, fmt_num, fmt_rate, fmt_ratio
+from .util import fmt_ms, fmt_num, fmt_rate, fmt_ratio, shown_id
 
 SPREADS = ("rps", "server_cpu_us_per_req", "server_user_us_per_req", "server_sys_us_per_req",
-           "ctx_switches_per_req", "peak_rss_kib", "client_cpu_us_per_req", "proxy_cpu_us_per_req")
+           "ctx_switches_per_req", "peak_rss_kib", "client_cpu_us_per_req", "proxy_cpu_us_per_req",
+           "wineserver_cpu_us_per_req")
 
 
 def _med(s: dict | None) -> float | None:
@@ -35,6 +36,7 @@ def order_rows(results: dict) -> list[dict]:
 def table(results: dict) -> str:
     base = results.get("baseline")
     bx = f"x {base.split('/')[0]}" if base else "x base"
+    targets = {t["id"]: t for t in results["targets"]}
     out = io.StringIO()
     hosted = any("vs_bare" in r for r in results["summary"])
     head = ["target", "req/s [min-max]", bx, *(["x bare"] if hosted else []), "p50", "p99",
@@ -51,7 +53,7 @@ def table(results: dict) -> str:
             rss = _med(r["peak_rss_kib"])
             bare = r.get("vs_bare")
             lines.append([
-                r["target"] + (" (base)" if r["target"] == base else ""),
+                shown_id(r["target"], targets.get(r["target"])) + (" (base)" if r["target"] == base else ""),
                 _with_spread(r["rps"], fmt_rate),
                 "" if r["target"] == base else fmt_ratio(vs.get("rps")),
                 *([fmt_ratio(bare.get("rps")) if bare else ""] if hosted else []),
@@ -84,11 +86,14 @@ def problems(results: dict) -> str:
     out = io.StringIO()
     for t in results["targets"]:
         if t["status"] in ("skipped", "failed"):
-            out.write(f"  {t['status'].upper():8} {t['id']}: {t['reason']}\n")
+            out.write(f"  {t['status'].upper():8} {shown_id(t['id'], t)}: {t['reason']}\n")
         elif t.get("reason"):
-            out.write(f"  NOTE     {t['id']}: {t['reason']}\n")
+            out.write(f"  NOTE     {shown_id(t['id'], t)}: {t['reason']}\n")
+        if t["status"] == "measured" and t.get("note"):
+            out.write(f"  NOTE     {shown_id(t['id'], t)}: {t['note']}\n")
+    targets = {t["id"]: t for t in results["targets"]}
     for r in results["runs"]:
-        where = f"{r['target']} {r['scenario']} c{r['connections']} round {r['round']}"
+        where = f"{shown_id(r['target'], targets.get(r['target']))} {r['scenario']} c{r['connections']} round {r['round']}"
         if not r["valid"]:
             out.write(f"  INVALID  {where}: {'; '.join(r['problems'])}\n")
         elif r["noisy"]:
@@ -100,6 +105,7 @@ def comparison(results: dict) -> str:
     cmp = results.get("comparison")
     if not cmp:
         return ""
+    targets = {t["id"]: t for t in results["targets"]}
     out = io.StringIO()
     out.write(f"\nCompared with {cmp['old']} ({cmp.get('old_started') or 'unknown date'}); "
               "'*' marks a change beyond both runs' min-max spread:\n")
@@ -107,7 +113,7 @@ def comparison(results: dict) -> str:
         if c["change"] is None:
             continue
         fmt = fmt_rate if c["metric"] == "rps" else fmt_num
-        out.write(f"  {'*' if c['significant'] else ' '} {c['target']:<22} {c['scenario']:<14} c{c['connections']:<6}"
+        out.write(f"  {'*' if c['significant'] else ' '} {shown_id(c['target'], targets.get(c['target'])):<22} {c['scenario']:<14} c{c['connections']:<6}"
                   f" {c['metric']:<22} {fmt(c['old']):>8} -> {fmt(c['new']):>8}  {c['change'] * 100:+6.1f}%\n")
     if not any(c["change"] is not None for c in cmp["rows"]):
         out.write("  no row in common\n")
@@ -121,7 +127,7 @@ def _cell(x):
 
 def csv_text(results: dict) -> str:
     kinds = {t["id"]: t for t in results["targets"]}
-    cols = ["target", "name", "kind", "mode", "hosting", "scenario", "connections", "pipeline", "runs", "valid_runs"]
+    cols = ["target", "name", "kind", "mode", "hosting", "under", "label", "scenario", "connections", "pipeline", "runs", "valid_runs"]
     for s in SPREADS:
         cols += [f"{s}_median", f"{s}_min", f"{s}_max"]
     cols += [f"latency_p{k}_us" if k not in ("max", "mean") else f"latency_{k}_us" for k in LATENCY_KEYS]
@@ -134,7 +140,7 @@ def csv_text(results: dict) -> str:
     for r in order_rows(results):
         t = kinds.get(r["target"], {})
         line = {"target": r["target"], "name": t.get("name"), "kind": t.get("kind"), "mode": t.get("mode") or "",
-                "hosting": t.get("hosting") or "bare",
+                "hosting": t.get("hosting") or "bare", "under": t.get("under") or "", "label": t.get("label") or "",
                 "scenario": r["scenario"], "connections": r["connections"], "pipeline": r["pipeline"],
                 "runs": r["runs"], "valid_runs": r["valid_runs"],
                 "errors": " ".join(f"{k}={v}" for k, v in sorted(r["errors"].items())),

@@ -5,6 +5,9 @@ stop(): a new session (Ctrl-C in the terminal reaches only the harness, which
 stops its children in a known order), PR_SET_PDEATHSIG (if the harness is
 killed outright, the kernel sends the child SIGTERM), and a sweep of the
 child's session after it exits (an nginx worker whose master was killed).
+A process that stops cleanly on another signal than SIGTERM (a Windows
+server under Wine: SIGINT, which Wine turns into CTRL_C_EVENT) says so at
+spawn(), and every stop of it, stop_all() included, sends that.
 """
 
 from __future__ import annotations
@@ -37,18 +40,22 @@ def _child_preexec() -> None:
 
 
 _live: list[subprocess.Popen] = []
+_stop_signals: dict[int, int] = {}   # pid -> the signal that stops it cleanly, when not SIGTERM
 
 
-def spawn(cmd: list[str], **kw) -> subprocess.Popen:
+def spawn(cmd: list[str], stop_signal: int = signal.SIGTERM, **kw) -> subprocess.Popen:
     p = subprocess.Popen(cmd, start_new_session=True, preexec_fn=_child_preexec,
                          stdin=subprocess.DEVNULL, **kw)
     _live.append(p)
+    if stop_signal != signal.SIGTERM:
+        _stop_signals[p.pid] = stop_signal
     return p
 
 
 def forget(p: subprocess.Popen) -> None:
     if p in _live:
         _live.remove(p)
+    _stop_signals.pop(p.pid, None)
 
 
 def read_stat(pid: int) -> dict | None:
@@ -194,8 +201,11 @@ def cpus_busy(before: dict, after: dict, cpus: list[int]) -> tuple[float, float]
     return busy, steal
 
 
-def stop(p: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = STOP_TIMEOUT) -> int | None:
-    """Stop p and whatever it started in its session; return p's exit code."""
+def stop(p: subprocess.Popen, sig: int | None = None, timeout: float = STOP_TIMEOUT) -> int | None:
+    """Stop p (sig, by default its stop signal: SIGTERM unless spawn() was told
+    otherwise) and whatever it started in its session; return p's exit code."""
+    if sig is None:
+        sig = _stop_signals.get(p.pid, signal.SIGTERM)
     rc = p.returncode
     if rc is None:
         try:

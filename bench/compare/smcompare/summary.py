@@ -80,6 +80,7 @@ def summarize(runs: list[dict], baseline: str | None) -> list[dict]:
             "peak_rss_kib": spread([r["server"]["peak_rss_kib"] for r in ok]),
             "client_cpu_us_per_req": spread([r["client"]["us_per_req"] for r in ok]),
             "proxy_cpu_us_per_req": spread([(r.get("proxy") or {}).get("cpu_us_per_req") for r in ok]),
+            "wineserver_cpu_us_per_req": spread([(r.get("wineserver") or {}).get("cpu_us_per_req") for r in ok]),
             "errors": dict(errors),
             "limited_by": limits.most_common(1)[0][0] if limits else ("errors" if rs else "unknown"),
             "vs_baseline": {},

@@ -4,6 +4,12 @@ A Target knows how to start one fresh instance of its server (placed and
 pinned as the Placement says), when it is ready, and how to stop it. The
 harness starts every target once to check it (preflight), then fresh for
 every measured run.
+
+  DEFAULT_TARGETS  what runs without --targets: the models of this platform,
+                   the floor, the peers
+  WINE_MODELS      the Windows models, run on Linux through Wine (wine.py)
+                   only when --targets names them
+  ALL_TARGETS      every name --targets accepts
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -20,13 +27,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import probe, procs
-from .models import BENCHMARKED, MODELS
+from .models import ALL_MODELS, BENCHMARKED, MODELS, PLATFORM
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 PEERS_DIR = REPO_ROOT / "bench" / "peers"
 PROBE_SCRIPT = Path(__file__).resolve().parent / "probe.py"
 PEERS = ("nginx", "h2o")
-ALL_TARGETS = (*MODELS, "floor", *PEERS)
+DEFAULT_TARGETS = (*MODELS, "floor", *PEERS)
+# Wine's completion ports and socket layer are not Windows': a Windows model
+# measured under Wine is no measure of Windows performance, so it runs only
+# when asked for, and is labelled so wherever it appears.
+WINE_MODELS = tuple(m.name for m in ALL_MODELS if m.platform == "windows" and PLATFORM == "linux")
+ALL_TARGETS = (*DEFAULT_TARGETS, *WINE_MODELS)
 STARTUP_TIMEOUT = 15.0
 
 # path: (expected body, Content-Type prefix), of the endpoints measured
@@ -109,6 +121,8 @@ class Target:
     scenarios: list[str] = field(default_factory=list)
     proc: subprocess.Popen | None = None
     port: int = 0
+    under: str | None = None       # what it runs under when not natively ("Wine 8.0"): shown beside its id
+    note: str | None = None        # what that means for its figures, one sentence (tables, report)
 
     # -- to be provided by kinds
     def argv(self, place: Placement) -> list[str]:
@@ -121,6 +135,15 @@ class Target:
     def server_root(self) -> int | None:
         """The process whose tree is the server, measured from this machine."""
         return self.proc.pid if self.proc is not None else None
+
+    def server_pids(self) -> list[int]:
+        """The server's processes whose costs are its own: server_root()'s tree."""
+        root = self.server_root()
+        return sorted(procs.process_tree(root)) if root else []
+
+    def server_parts(self) -> dict[str, list[int]]:
+        """Named parts of server_pids() whose share of the figures is recorded apart."""
+        return {}
 
     def proxy_root(self) -> int | None:
         """A proxy in front of the server, measured apart (hosting proxied)."""
@@ -149,6 +172,7 @@ class Target:
 
 class ModelTarget(Target):
     """A servermodels binary, or bench/floor: the shared options and ready line."""
+    startup_timeout = STARTUP_TIMEOUT
 
     def __init__(self, name: str, binary: Path, mode: str | None, requested: bool) -> None:
         kind = "floor" if name == "floor" else "model"
@@ -176,12 +200,14 @@ class ModelTarget(Target):
             raise StartError(f"not built ({self.binary} is missing)", True)
         self._start_argv(place, self.argv(place))
 
-    def _start_argv(self, place: Placement, argv: list[str]) -> None:
+    def _start_argv(self, place: Placement, argv: list[str], env: dict[str, str] | None = None,
+                    stop_signal: int = signal.SIGTERM) -> None:
         """Start argv (pinned), wait for the ready line, take the port from it."""
         self.command = place.pin(argv)
         err_path = self._stderr_path(place)
         with open(err_path, "wb") as err:
-            self.proc = procs.spawn(self.command, stdout=subprocess.PIPE, stderr=err)
+            self.proc = procs.spawn(self.command, stop_signal=stop_signal, env=env, stdout=subprocess.PIPE,
+                                    stderr=err)
         line = self._ready_line(err_path)
         m = re.match(r"listening on http://(\[[^\]]+\]|[^:/\s]+):(\d+)\b", line)
         if not m:
@@ -192,7 +218,7 @@ class ModelTarget(Target):
     def _ready_line(self, err_path: Path) -> str:
         assert self.proc is not None
         try:
-            line, _, eof = procs.read_first_line(self.proc, STARTUP_TIMEOUT)
+            line, _, eof = procs.read_first_line(self.proc, self.startup_timeout)
         except TimeoutError as e:
             raise StartError(f"no ready line: {e}", False) from None
         if eof:
@@ -204,6 +230,7 @@ class ModelTarget(Target):
             # It could not start here (io_uring refused, a bad prefix, ...):
             # skipped with its own words.
             raise StartError(f"cannot start here: {why}", True)
+        # strip(): a Windows binary's line ends in \r\n.
         return line.decode(errors="replace").strip()
 
     def problem_log(self) -> str:

@@ -26,6 +26,13 @@ def spread(values: list[float | int | None]) -> dict | None:
     return {"median": statistics.median(vals), "min": min(vals), "max": max(vals)}
 
 
+def shown_id(tid: str, target: dict | None) -> str:
+    """A target's id as tables and charts show it: with what it runs under
+    when that is not the platform itself, "iocp/composed (Wine)"."""
+    under = (target or {}).get("under")
+    return f"{tid} ({str(under).split()[0]})" if under else tid
+
+
 def fmt_rate(x: float | None) -> str:
     if x is None:
         return "-"
