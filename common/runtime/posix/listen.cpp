@@ -16,59 +16,18 @@
 
 #include <fmt/core.h>
 
+#include "runtime/listen_address.hpp"
 #include "runtime/posix/unique_fd.hpp"
 
 namespace sm::runtime {
 namespace {
 
-struct Resolved {
-    sockaddr_storage addr{};
-    socklen_t len = 0;
-    int family = AF_INET;
-};
-
-Resolved resolve(const std::string& address, std::uint16_t port) {
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV | AI_NUMERICHOST;
-    addrinfo* res = nullptr;
-    const std::string service = std::to_string(port);
-    if (const int rc =
-            getaddrinfo(address.empty() ? nullptr : address.c_str(), service.c_str(), &hints, &res);
-        rc != 0) {
-        throw std::runtime_error(
-            fmt::format("cannot resolve address '{}': {}", address, gai_strerror(rc)));
-    }
-    Resolved r;
-    std::memcpy(&r.addr, res->ai_addr, res->ai_addrlen);
-    r.len = res->ai_addrlen;
-    r.family = res->ai_family;
-    freeaddrinfo(res);
-    return r;
-}
-
-void set_port(Resolved& r, std::uint16_t port) {
-    if (r.family == AF_INET6)
-        reinterpret_cast<sockaddr_in6*>(&r.addr)->sin6_port = htons(port);
-    else
-        reinterpret_cast<sockaddr_in*>(&r.addr)->sin_port = htons(port);
-}
-
-std::string host_for_url(const Resolved& r) {
-    char host[NI_MAXHOST];
-    if (getnameinfo(reinterpret_cast<const sockaddr*>(&r.addr), r.len, host, sizeof host, nullptr,
-                    0, NI_NUMERICHOST) != 0)
-        return "?";
-    return r.family == AF_INET6 ? fmt::format("[{}]", host) : std::string(host);
-}
+using listen_address::Resolved;
 
 [[noreturn]] void fail(const std::string& what, const Resolved& r, std::uint16_t port, int err) {
-    std::string hint;
-    if (err == EADDRINUSE) hint = " (is another server already running on this port?)";
-    if (err == EACCES) hint = " (ports below 1024 need privileges)";
-    throw std::runtime_error(fmt::format("cannot {} {}:{}: {}{}", what, host_for_url(r), port,
-                                         std::strerror(err), hint));
+    using listen_address::Why;
+    listen_address::fail(what, r, port, std::strerror(err),
+                         err == EADDRINUSE ? Why::in_use : err == EACCES ? Why::denied : Why::other);
 }
 
 UniqueFd make_socket(const Resolved& r, bool reuseport) {
@@ -97,7 +56,7 @@ bool set_nodelay(NativeHandle fd) noexcept {
 
 Listeners open_listeners(const std::string& address, std::uint16_t port, unsigned count,
                          int backlog) {
-    Resolved r = resolve(address, port);
+    Resolved r = listen_address::resolve(address, port, [](int rc) { return gai_strerror(rc); });
     if (port != 0) {
         // SO_REUSEPORT would let us join a stale server's port and split its
         // traffic silently; a plain bind first turns that into a clear error.
@@ -115,15 +74,13 @@ Listeners open_listeners(const std::string& address, std::uint16_t port, unsigne
             sockaddr_storage bound{};
             socklen_t len = sizeof bound;
             ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &len);
-            port = ntohs(bound.ss_family == AF_INET6
-                             ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                             : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-            set_port(r, port);
+            port = listen_address::port_of(bound);
+            listen_address::set_port(r, port);
         }
         out.sockets.emplace_back(fd.release());
     }
     out.port = port;
-    out.url = fmt::format("http://{}:{}", host_for_url(r), port);
+    out.url = fmt::format("http://{}:{}", listen_address::host_for_url(r.addr, r.len), port);
     return out;
 }
 

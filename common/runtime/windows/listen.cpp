@@ -12,51 +12,20 @@
 #include <fmt/core.h>
 
 #include "runtime/windows/winsock.hpp"
+// After the Winsock headers: it is written against their names.
+#include "runtime/listen_address.hpp"
 
 namespace sm::runtime {
 namespace {
 
-struct Resolved {
-    sockaddr_storage addr{};
-    int len = 0;
-    int family = AF_INET;
-};
-
-Resolved resolve(const std::string& address, std::uint16_t port) {
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV | AI_NUMERICHOST;
-    addrinfo* res = nullptr;
-    const std::string service = std::to_string(port);
-    if (const int rc =
-            getaddrinfo(address.empty() ? nullptr : address.c_str(), service.c_str(), &hints, &res);
-        rc != 0) {
-        throw std::runtime_error(
-            fmt::format("cannot resolve address '{}': {}", address, error_text(rc)));
-    }
-    Resolved r;
-    std::memcpy(&r.addr, res->ai_addr, res->ai_addrlen);
-    r.len = static_cast<int>(res->ai_addrlen);
-    r.family = res->ai_family;
-    freeaddrinfo(res);
-    return r;
-}
-
-std::string host_for_url(const sockaddr_storage& addr, int len) {
-    char host[NI_MAXHOST];
-    if (getnameinfo(reinterpret_cast<const sockaddr*>(&addr), len, host, sizeof host, nullptr, 0,
-                    NI_NUMERICHOST) != 0)
-        return "?";
-    return addr.ss_family == AF_INET6 ? fmt::format("[{}]", host) : std::string(host);
-}
+using listen_address::Resolved;
 
 [[noreturn]] void fail(const std::string& what, const Resolved& r, std::uint16_t port, int err) {
-    std::string hint;
-    if (err == WSAEADDRINUSE) hint = " (is another server already running on this port?)";
-    if (err == WSAEACCES) hint = " (the port is reserved, or in use by another process)";
-    throw std::runtime_error(fmt::format("cannot {} {}:{}: {}{}", what, host_for_url(r.addr, r.len),
-                                         port, error_text(err), hint));
+    using listen_address::Why;
+    listen_address::fail(what, r, port, error_text(err),
+                         err == WSAEADDRINUSE ? Why::in_use
+                         : err == WSAEACCES   ? Why::denied
+                                              : Why::other);
 }
 
 }  // namespace
@@ -94,7 +63,7 @@ Listeners open_listeners(const std::string& address, std::uint16_t port, unsigne
             "{} listeners on one port: Windows has no SO_REUSEPORT to balance them (one "
             "listener serves every thread)",
             count));
-    const Resolved r = resolve(address, port);
+    const Resolved r = listen_address::resolve(address, port, [](int rc) { return error_text(rc); });
     const SOCKET s = ::WSASocketW(r.family, SOCK_STREAM, IPPROTO_TCP, nullptr, 0,
                                   WSA_FLAG_OVERLAPPED | WSA_FLAG_NO_HANDLE_INHERIT);
     if (s == INVALID_SOCKET)
@@ -113,10 +82,8 @@ Listeners open_listeners(const std::string& address, std::uint16_t port, unsigne
     int len = sizeof bound;
     ::getsockname(s, reinterpret_cast<sockaddr*>(&bound), &len);
     Listeners out;
-    out.port = ntohs(bound.ss_family == AF_INET6
-                         ? reinterpret_cast<const sockaddr_in6*>(&bound)->sin6_port
-                         : reinterpret_cast<const sockaddr_in*>(&bound)->sin_port);
-    out.url = fmt::format("http://{}:{}", host_for_url(bound, len), out.port);
+    out.port = listen_address::port_of(bound);
+    out.url = fmt::format("http://{}:{}", listen_address::host_for_url(bound, len), out.port);
     out.sockets.push_back(std::move(owned));
     return out;
 }
