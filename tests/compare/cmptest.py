@@ -333,10 +333,10 @@ class Session:
         env["PYTHONDONTWRITEBYTECODE"] = "1"  # keep __pycache__ out of the source tree
         return env
 
-    def hello(self, behave: str = "ok", marker: Path | None = None) -> str:
+    def hello(self, behave: str = "ok", marker: Path | None = None, extra: tuple[str, ...] = ()) -> str:
         """A --contender command (the right side of NAME=) for tests/compare/hello_server.py."""
         cmd = [sys.executable, str(HELLO_SERVER), "--host", "{host}", "--port", "{port}",
-               "--behave", behave, "--token", self.token]
+               "--behave", behave, "--token", self.token, *extra]
         if marker is not None:
             cmd += ["--marker", str(marker)]
         return shlex.join(cmd)

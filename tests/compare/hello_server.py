@@ -2,7 +2,7 @@
 """A tiny HTTP/1.1 server for the bench/compare tests, used as a --contender.
 
     hello_server.py --port PORT [--host HOST] [--behave BEHAVIOUR]
-                    [--marker FILE] [--token TOKEN]
+                    [--marker FILE] [--token TOKEN] [--on-sigterm exit|die] [--fork-worker]
 
 --behave ok answers like the models: GET /plaintext -> 200 "Hello, World!"
 (text/plain), GET /json -> 200 {"message":"Hello, World!"} (application/json),
@@ -19,9 +19,16 @@ requests.
 to see whether the harness started the contender at all). --token is ignored:
 the tests put a unique word in the command line to find leftover processes.
 
+--on-sigterm exit (default) exits 0 on SIGTERM; die leaves SIGTERM's
+default action, so the process ends killed by the signal, as libreactor's
+TechEmpower app and many Go and Node.js servers do. --fork-worker: the
+process binds the port, forks one worker that serves it, and waits (the
+pre-fork shape of nginx and libreactor); the worker appends "worker PID" to
+the marker file, and "worker PID got signal 15" when SIGTERM reaches it.
+
 One thread, a selectors loop, non-blocking sockets: enough for 64 connections
 under loadgen for a fraction of a second. Standard library only. Exits on
-SIGTERM / SIGINT.
+SIGTERM (see --on-sigterm) / SIGINT.
 """
 
 import argparse
@@ -130,16 +137,36 @@ def parse_requests(conn: Conn, behave: str) -> None:
             conn.closing = True
 
 
-def serve(host: str, port: int, behave: str, marker: str | None) -> None:
+def note(marker: str | None, line: str) -> None:
+    if marker:
+        with open(marker, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+
+
+def serve(host: str, port: int, behave: str, marker: str | None, fork_worker: bool = False) -> None:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     lsock = socket.socket(family, socket.SOCK_STREAM)
     lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     lsock.bind((host, port))
     lsock.listen(1024)
     lsock.setblocking(False)
-    if marker:
-        with open(marker, "a", encoding="utf-8") as f:
-            f.write(f"started {os.getpid()}\n")
+    note(marker, f"started {os.getpid()}")
+    if fork_worker:
+        pid = os.fork()
+        if pid != 0:
+            # The parent only waits for its worker, as a pre-fork master does.
+            lsock.close()
+            _, status = os.waitpid(pid, 0)
+            sys.exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 0)
+        note(marker, f"worker {os.getpid()}")
+
+        def stopped(signum: int, _frame) -> None:
+            # Says that the stop reached the worker itself, then ends as before.
+            note(marker, f"worker {os.getpid()} got signal {signum}")
+            signal.signal(signum, previous)
+            os.kill(os.getpid(), signum)
+
+        previous = signal.signal(signal.SIGTERM, stopped)
     sel = selectors.DefaultSelector()
     sel.register(lsock, selectors.EVENT_READ, None)
 
@@ -206,10 +233,15 @@ def main() -> int:
     ap.add_argument("--behave", choices=("ok", "404", "wrong-body", "plaintext-only", "flaky", "die-after"), default="ok")
     ap.add_argument("--marker")
     ap.add_argument("--token")
+    ap.add_argument("--on-sigterm", choices=("exit", "die"), default="exit")
+    ap.add_argument("--fork-worker", action="store_true")
     args = ap.parse_args()
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    if args.on_sigterm == "exit":
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    else:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
-        serve(args.host, args.port, args.behave, args.marker)
+        serve(args.host, args.port, args.behave, args.marker, args.fork_worker)
     except KeyboardInterrupt:
         pass
     return 0

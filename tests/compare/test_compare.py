@@ -118,6 +118,42 @@ class Failures(CompareTestCase):
         self.assertNoLeftovers(results, run)
 
 
+class ContenderStops(CompareTestCase):
+    def test_sigterm_and_forked_workers(self) -> None:
+        """A contender that ends by the SIGTERM it is sent (the default action) is stopped cleanly,
+        and one that forks a worker is stopped and measured as a whole: valid runs, nothing left."""
+        marker = self.s.tmp / "forked.starts"
+        contenders = {
+            "dies-of-sigterm": self.s.hello(extra=("--on-sigterm", "die")),
+            "forks-a-worker": self.s.hello(marker=marker, extra=("--on-sigterm", "die", "--fork-worker")),
+        }
+        run = self.s.run(with_contenders(TINY + ["--targets", "floor", "--scenarios", "plaintext",
+                                                 "--connections", "4"], contenders))
+        self.assertExit(run, 0)
+        results = self.results(run)
+        self.assertValid(results, run, required=False)
+        for name in contenders:
+            runs = self.assertMeasured(results, name, run)
+            for r in runs:
+                self.assertTrue(r["valid"], f"{name}: run invalid: {r.get('problems')}" + run.describe())
+            self.assertNotIn("when stopped", run.stdout + run.stderr, f"{name}" + run.describe())
+        # The worker served the load, and its costs are the contender's: every
+        # measured run lists the master and its worker among the server's pids.
+        lines = marker.read_text().splitlines() if marker.exists() else []
+        workers = {int(line.split()[1]) for line in lines if line.startswith("worker ")}
+        self.assertTrue(workers, f"no worker started: {lines}")
+        # Each was stopped by the signal, not swept up by SIGKILL after its master.
+        for pid in workers:
+            self.assertIn(f"worker {pid} got signal {signal.SIGTERM.value}", lines,
+                          f"worker {pid} never got the stop signal: {lines}")
+        for r in runs_of(results, "forks-a-worker"):
+            pids = set(r["server"]["pids"])
+            self.assertGreaterEqual(len(pids), 2, f"master and worker not both measured: {pids}")
+            self.assertTrue(pids & workers, f"the worker is not among the measured pids {pids} ({workers})")
+            self.assertIsNotNone(r["server"].get("cpu_us_per_req"), f"forked contender CPU: {r['server']}")
+        self.assertNoLeftovers(results, run)
+
+
 class InvalidRuns(CompareTestCase):
     def test_invalid_runs(self) -> None:
         """Runs with errors or a dead server are invalid: listed, out of the medians, exit 3."""

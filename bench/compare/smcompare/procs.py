@@ -203,17 +203,37 @@ def cpus_busy(before: dict, after: dict, cpus: list[int]) -> tuple[float, float]
 
 def stop(p: subprocess.Popen, sig: int | None = None, timeout: float = STOP_TIMEOUT) -> int | None:
     """Stop p (sig, by default its stop signal: SIGTERM unless spawn() was told
-    otherwise) and whatever it started in its session; return p's exit code."""
+    otherwise) and whatever it started in its session; return p's exit code.
+
+    The signal goes to p's whole process group (spawn() makes p the leader of
+    its own session): a server that forks workers is stopped as a whole, each
+    process by the signal, not the workers by the SIGKILL of the sweep (but
+    see the Wine case below). A
+    process that ends by that signal itself (its default action: many servers
+    exit so) is stopped cleanly, and 0 is returned for it; a process that
+    had already ended returns what it ended with, and one that needs SIGKILL
+    returns -SIGKILL."""
+    own = _stop_signals.get(p.pid)
     if sig is None:
-        sig = _stop_signals.get(p.pid, signal.SIGTERM)
-    rc = p.returncode
+        sig = own if own is not None else signal.SIGTERM
+    rc = p.poll()
     if rc is None:
         try:
-            p.send_signal(sig)
-        except ProcessLookupError:
-            pass
+            # A process with a stop signal of its own (a Windows program under
+            # Wine: SIGINT, its console event) gets it alone: Wine's service
+            # processes share its group, and are ended by its wineserver.
+            if own is not None:
+                raise ProcessLookupError
+            os.killpg(p.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            try:
+                p.send_signal(sig)
+            except ProcessLookupError:
+                pass
         try:
             rc = p.wait(timeout)
+            if rc == -sig:
+                rc = 0  # ended by the stop signal: a clean stop
         except subprocess.TimeoutExpired:
             log(f"warning: pid {p.pid} ({Path(str(p.args[0])).name} ...) ignored signal {sig} "
                 f"for {timeout:.0f}s; killing it")
