@@ -69,6 +69,12 @@ Worker::Worker(const runtime::WorkerContext& ctx, std::span<const HANDLE> ports)
     if (::WSAIoctl(l, SIO_GET_EXTENSION_FUNCTION_POINTER, &guid, sizeof guid, &accept_ex_,
                    sizeof accept_ex_, &bytes, nullptr, nullptr) != 0)
         throw std::system_error(::WSAGetLastError(), std::system_category(), "AcceptEx lookup");
+    // AcceptEx takes a socket of the listener's family: looked up once, not per accept.
+    sockaddr_storage local{};
+    int len = sizeof local;
+    if (::getsockname(l, reinterpret_cast<sockaddr*>(&local), &len) != 0)
+        throw std::system_error(::WSAGetLastError(), std::system_category(), "getsockname");
+    listen_family_ = local.ss_family;
     for (std::size_t i = 0; i < kAcceptsAhead; ++i)
         slots_.push_back(std::make_unique<AcceptSlot>());
 }
@@ -127,10 +133,7 @@ void Worker::post_accepts() {
         if (slot->socket != INVALID_SOCKET) continue;  // posted
         if (!conns_.gate.open()) return;
         const SOCKET l = runtime::as_socket(listener_.handle());
-        sockaddr_storage local{};
-        int len = sizeof local;
-        ::getsockname(l, reinterpret_cast<sockaddr*>(&local), &len);
-        const SOCKET s = ::WSASocketW(local.ss_family, SOCK_STREAM, IPPROTO_TCP, nullptr, 0,
+        const SOCKET s = ::WSASocketW(listen_family_, SOCK_STREAM, IPPROTO_TCP, nullptr, 0,
                                       WSA_FLAG_OVERLAPPED | WSA_FLAG_NO_HANDLE_INHERIT);
         if (s == INVALID_SOCKET) {
             // Out of handles or buffers: accepting pauses (and that is logged).

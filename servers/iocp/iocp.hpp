@@ -130,6 +130,7 @@ class Worker {
     http::ResponseCache cache_;
     runtime::Connections<Connection> conns_;
     LPFN_ACCEPTEX accept_ex_ = nullptr;
+    int listen_family_ = AF_INET;  // of the sockets AcceptEx is given
     std::vector<std::unique_ptr<AcceptSlot>> slots_;  // thread 0's AcceptEx calls
     std::size_t accepts_posted_ = 0;
     std::size_t next_thread_ = 0;

@@ -6,13 +6,17 @@
 // texts, affinity) is in posix/test_platform.cpp and windows/test_platform.cpp.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <utility>
+#include <vector>
 
+#include "runtime/cpu.hpp"
 #include "runtime/platform.hpp"
 #include "socket_support.hpp"
 
@@ -150,4 +154,23 @@ TEST_CASE("platform Thread runs its body on its own thread and joins", "[platfor
     }  // joins: what the body wrote is visible here
     CHECK(ran);
     CHECK(inside != caller);
+}
+
+TEST_CASE("platform pin_current_thread to a CPU not there names it", "[platform]") {
+    // 63: the last of a Windows affinity mask; 1000 and kMaxCpus - 1: inside
+    // a Linux cpu_set_t, beyond a Windows mask. Each is skipped where present.
+    const std::vector<int> cpus = sm::runtime::allowed_cpus();
+    for (const int cpu : {63, 1000, sm::runtime::kMaxCpus - 1}) {
+        CAPTURE(cpu);
+        if (std::find(cpus.begin(), cpus.end(), cpu) != cpus.end()) continue;
+        std::string what;
+        std::thread([&] {
+            try {
+                sm::runtime::pin_current_thread(cpu);
+            } catch (const std::system_error& e) {
+                what = e.what();
+            }
+        }).join();
+        CHECK_THAT(what, Catch::StartsWith("cannot pin a thread to CPU " + std::to_string(cpu)));
+    }
 }
