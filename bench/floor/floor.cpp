@@ -1,11 +1,26 @@
-// bench/floor: a measuring stick, not a server. It answers every blank line
-// ("\r\n\r\n") it sees with one canned response and parses nothing else:
-// per read batch one read() and one send(), the least any HTTP/1.1 server
-// on epoll can do. Comparisons show it as the syscall-floor row, and it shows
+// bench/floor: a measuring stick, not a server. It parses nothing: per
+// request it looks at two things only, the request's first ten bytes and the
+// blank line ("\r\n\r\n") that ends it, and answers each blank line with one
+// of two canned responses:
+//   - a request that starts with "GET /json " or "GET /json?" gets the
+//     models' /json response (Content-Type: application/json,
+//     {"message":"Hello, World!"}), as their router ignores the query;
+//   - any other request gets their /plaintext response ("Hello, World!").
+// Both are the bytes server-epoll sends (rendered once, at start, by
+// common/http's ResponseCache, so they cannot drift; only the Date stays
+// frozen at the start). Per read batch one read() and one send(), the least
+// any HTTP/1.1 server on epoll can do. Comparisons show it as the
+// syscall-floor row of both the plaintext and the json scenario, and it shows
 // a load generator's own ceiling.
 //
-// Shared with the servers: options, ready line, signals (common/runtime).
-// Not shared: everything protocol. Do not use it to serve anything.
+// Why a byte check and not an option: one floor process serves both
+// scenarios (and a loadgen mix of the two), pipelined requests for both get
+// their answers in order, and the check costs one compare for each of the
+// first ten bytes of a request only; llhttp never runs.
+//
+// Shared with the servers: options, ready line, signals (common/runtime),
+// the response bytes (common/http). Not shared: request parsing. Do not use
+// it to serve anything.
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -15,9 +30,11 @@
 #include <ctime>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <vector>
 
+#include "http/response.hpp"
 #include "runtime/server.hpp"
 
 namespace {
@@ -25,42 +42,57 @@ namespace {
 constexpr std::size_t kReadSize = 64 * 1024;
 constexpr int kMaxEvents = 256;
 
-// The same bytes server-epoll sends for /plaintext (its Date frozen at start).
-std::string canned_response() {
-    char date[64];
-    const std::time_t now = std::time(nullptr);
-    std::tm tm{};
-    gmtime_r(&now, &tm);
-    std::strftime(date, sizeof date, "%a, %d %b %Y %H:%M:%S GMT", &tm);
-    return std::string("HTTP/1.1 200 OK\r\nServer: servermodels\r\nDate: ") + date +
-           "\r\nContent-Type: text/plain\r\nContent-Length: 13\r\n\r\nHello, World!";
+// The start of a request that gets the JSON response: these nine bytes,
+// then a space or a '?'.
+constexpr std::string_view kJsonStart = "GET /json";
+constexpr unsigned kJson = kJsonStart.size() + 1;  // Conn::start: the request is for /json
+constexpr unsigned kNotJson = kJson + 1;           // Conn::start: it is not
+
+// A keep-alive response of server-epoll for `endpoint` (its Date: now).
+std::string canned_response(sm::http::Endpoint endpoint) {
+    const sm::http::ResponseCache cache(sm::http::ResponseMode::composed, std::time(nullptr));
+    sm::http::ByteBuffer out;
+    cache.write_endpoint(endpoint, false, sm::http::Persistence::keep_alive, out);
+    return std::string(out.view());
 }
 
 struct Conn {
     int fd = -1;
     unsigned matched = 0;  // bytes of "\r\n\r\n" matched at the end of the last read
+    unsigned start = 0;    // bytes of kJsonStart the current request began with, or kJson, kNotJson
     std::string pending;   // unsent responses (only when the socket was full)
 };
 
-// Counts "\r\n\r\n" in [p, end), continuing a match carried over from the last read.
-std::size_t count_blank_lines(const char* p, const char* end, unsigned& matched) {
+struct Responses {
+    std::string plaintext;
+    std::string json;
+};
+
+// Appends to `out` a response for every "\r\n\r\n" in [p, end), continuing
+// the matches carried over from the last read in `c`.
+void answer(const char* p, const char* end, Conn& c, const Responses& responses, std::string& out) {
     static constexpr char kEnd[] = "\r\n\r\n";
-    std::size_t n = 0;
     for (; p < end; ++p) {
-        if (*p == kEnd[matched]) {
-            if (++matched == 4) {
-                ++n;
-                matched = 0;
+        const char ch = *p;
+        if (c.start < kJsonStart.size())
+            c.start = ch == kJsonStart[c.start] ? c.start + 1 : kNotJson;
+        else if (c.start == kJsonStart.size())
+            c.start = ch == ' ' || ch == '?' ? kJson : kNotJson;
+        if (ch == kEnd[c.matched]) {
+            if (++c.matched == 4) {
+                out += c.start == kJson ? responses.json : responses.plaintext;
+                c.matched = 0;
+                c.start = 0;
             }
         } else {
-            matched = *p == '\r' ? 1 : 0;
+            c.matched = ch == '\r' ? 1 : 0;
         }
     }
-    return n;
 }
 
 void run_floor(const sm::runtime::WorkerContext& ctx) {
-    const std::string response = canned_response();
+    const Responses responses{canned_response(sm::http::Endpoint::plaintext),
+                              canned_response(sm::http::Endpoint::json)};
     std::string out;
     auto buf = std::make_unique<char[]>(kReadSize);
     const int ep = ::epoll_create1(EPOLL_CLOEXEC);
@@ -119,10 +151,8 @@ void run_floor(const sm::runtime::WorkerContext& ctx) {
                     if (r == 0 || errno != EAGAIN) close_conn(c);
                     break;
                 }
-                const std::size_t k = count_blank_lines(buf.get(), buf.get() + r, c.matched);
                 out.clear();
-                for (std::size_t j = 0; j < k; ++j)
-                    out += response;
+                answer(buf.get(), buf.get() + r, c, responses, out);
                 if (!c.pending.empty()) {
                     c.pending += out;
                 } else if (!out.empty()) {
@@ -153,7 +183,9 @@ int main(int argc, char** argv) {
         .description =
             "a no-parse responder, NOT a server: one canned response per blank line "
             "seen, one write per read (the syscall floor, and a load generator's "
-            "ceiling)",
+            "ceiling). A request starting with \"GET /json \" or \"GET /json?\" gets "
+            "server-epoll's /json response, any other its /plaintext response (Date frozen "
+            "at start)",
         .program = "floor"};
     return sm::runtime::serve(kFloor, argc, argv);
 }

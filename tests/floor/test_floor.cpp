@@ -1,0 +1,142 @@
+// bench/floor: the real binary. It parses nothing, yet its two canned
+// answers must be exactly server-epoll's (Date aside: the floor's is frozen
+// at start), chosen by the request's first bytes ("GET /json " or
+// "GET /json?" gets /json, anything else /plaintext), in order, however the
+// requests are pipelined or split across writes.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "support/http_client.hpp"
+#include "support/server_process.hpp"
+
+using namespace sm::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr std::string_view kPlaintextBody = "Hello, World!";
+constexpr std::string_view kJsonBody = R"({"message":"Hello, World!"})";
+
+ServerProcess start(const char* binary) {
+    return ServerProcess(binary, {"--address", "127.0.0.1", "--port", "0", "--threads", "1"});
+}
+
+// The response's bytes with its Date value blanked out.
+std::string without_date(std::string raw) {
+    const std::string_view name = "\r\nDate: ";
+    const auto at = raw.find(name);
+    if (at == std::string::npos) return raw;
+    const auto end = raw.find("\r\n", at + name.size());
+    if (end == std::string::npos) return raw;
+    return raw.replace(at + name.size(), end - at - name.size(), "(date)");
+}
+
+std::string get(std::string_view target) {
+    return "GET " + std::string(target) + " HTTP/1.1\r\nHost: localhost\r\n\r\n";
+}
+
+}  // namespace
+
+TEST_CASE("floor answers /plaintext and /json with server-epoll's bytes, Date aside", "[floor]") {
+    ServerProcess floor = start(SM_FLOOR_BINARY);
+    ServerProcess epoll = start(SM_SERVER_EPOLL_BINARY);
+    Connection to_floor(floor.host(), floor.port());
+    Connection to_epoll(epoll.host(), epoll.port());
+    for (const std::string_view target : {"/plaintext", "/json", "/json?x=1"}) {
+        const Response mine = to_floor.request(get(target));
+        const Response model = to_epoll.request(get(target));
+        INFO(target << "\n--- floor ---\n" << mine.raw << "\n--- server-epoll ---\n" << model.raw);
+        CHECK(mine.status == 200);
+        CHECK(without_date(mine.raw) == without_date(model.raw));
+        CHECK(mine.header("Date").has_value());
+    }
+    CHECK(floor.stop().clean());
+}
+
+TEST_CASE("floor gives the JSON answer only to GET /json and GET /json?query", "[floor]") {
+    struct Case {
+        std::string request;
+        bool json;
+    };
+    const auto c = GENERATE(
+        Case{get("/json"), true}, Case{get("/json?a=b"), true},
+        Case{"GET /json HTTP/1.0\r\n\r\n", true}, Case{get("/plaintext"), false},
+        Case{get("/jsonx"), false}, Case{get("/jso"), false}, Case{get("/"), false},
+        Case{get("/other/json"), false},
+        Case{"POST /json HTTP/1.1\r\nContent-Length: 0\r\n\r\n", false},
+        Case{"HEAD /json HTTP/1.1\r\n\r\n", false}, Case{"get /json HTTP/1.1\r\n\r\n", false});
+    ServerProcess floor = start(SM_FLOOR_BINARY);
+    Connection conn(floor.host(), floor.port());
+    const Response r = conn.request(c.request);
+    INFO(c.request << "\n--- answer ---\n" << r.raw);
+    CHECK(r.status == 200);
+    CHECK(r.body == (c.json ? kJsonBody : kPlaintextBody));
+    CHECK(r.header("Content-Type") == (c.json ? "application/json" : "text/plain"));
+}
+
+TEST_CASE("floor answers pipelined and split requests in order", "[floor]") {
+    ServerProcess floor = start(SM_FLOOR_BINARY);
+    Connection conn(floor.host(), floor.port());
+    const std::string stream = get("/json") + get("/plaintext") + get("/json?x") + get("/jsonx") +
+                               get("/json") + get("/json");
+    const std::vector<std::string_view> expected = {kJsonBody,      kPlaintextBody, kJsonBody,
+                                                    kPlaintextBody, kJsonBody,      kJsonBody};
+    SECTION("in one write") {
+        conn.send(stream);
+    }
+    SECTION("a byte per write") {
+        // Every boundary is split: inside "GET /json", before its space,
+        // and inside the blank line.
+        for (const char ch : stream)
+            conn.send(std::string_view(&ch, 1));
+    }
+    SECTION("split in the request's first bytes and in the blank line") {
+        const std::string_view s = stream;
+        // get("/json") is 39 bytes: its blank line is bytes 35-38, and the
+        // next request's "GET" 39-41.
+        const std::size_t cuts[] = {3, 9, 36, 38, 41};
+        std::size_t from = 0;
+        for (const std::size_t cut : cuts) {
+            conn.send(s.substr(from, cut - from));
+            from = cut;
+        }
+        conn.send(s.substr(from));
+    }
+    const std::vector<Response> answers = conn.read_responses(expected.size());
+    for (std::size_t i = 0; i < expected.size(); ++i) {
+        INFO("answer " << i << ":\n" << answers[i].raw);
+        CHECK(answers[i].body == expected[i]);
+    }
+}
+
+TEST_CASE("floor --help says which requests get the JSON answer", "[floor]") {
+    const RunResult r = run_to_exit(SM_FLOOR_BINARY, {"--help"});
+    INFO(r.out << r.err);
+    CHECK(r.status.clean());
+    CHECK(r.out.find("GET /json") != std::string::npos);
+    CHECK(r.out.find("/plaintext") != std::string::npos);
+}
+
+TEST_CASE("floor under loadgen: /json passes --expect-json, /plaintext --expect-body", "[floor]") {
+    struct Case {
+        const char* path;
+        const char* option;
+        std::string_view body;
+    };
+    const auto c = GENERATE(Case{"/json", "--expect-json", kJsonBody},
+                            Case{"/plaintext", "--expect-body", kPlaintextBody});
+    ServerProcess floor = start(SM_FLOOR_BINARY);
+    const std::string url =
+        "http://127.0.0.1:" + std::to_string(floor.port()) + std::string(c.path);
+    const RunResult r = run_to_exit(
+        SM_LOADGEN_BINARY,
+        {"-t1", "-c4", "-d", "300ms", "--pipeline", "4", c.option, std::string(c.body), url}, 20s);
+    INFO(url << "\nstatus: " << r.status.describe() << "\n" << r.out << r.err);
+    CHECK(r.status.clean());
+    CHECK(r.out.find("Errors: none") != std::string::npos);
+    CHECK(r.out.find("Status: 2xx") != std::string::npos);
+}
