@@ -4,7 +4,8 @@
 #   scripts/deps.sh bench           ... plus the benchmark peers (wrk, nginx-light, h2o)
 #   scripts/deps.sh --only GROUPS   just these groups, a comma list of
 #                                   build       compilers and libraries for a Release build
-#                                   test        sanitizer runtimes, Catch2, the test tools
+#                                   test        sanitizer runtimes, Catch2, the test tools (wrk and h2load:
+#                                               bench/compare --client is tested with them)
 #                                   containers  Podman, podman-compose, buildah, runc, debootstrap,
 #                                               python3 (docker/build.sh reads servers/models.json)
 #                                   windows     mingw-w64 (posix threads) to cross-build server-iocp.exe,
@@ -18,12 +19,12 @@ set -euo pipefail
 declare -A groups=(
   [build]="g++ cmake ninja-build pkg-config make node-llhttp libuv1-dev liburing-dev libsimdjson-dev
            nlohmann-json3-dev libcli11-dev libfmt-dev"
-  [test]="clang-14 libclang-rt-14-dev catch2 procps iproute2 python3 python3-jsonschema"
+  [test]="clang-14 libclang-rt-14-dev catch2 procps iproute2 python3 python3-jsonschema wrk nghttp2-client"
   [containers]="podman podman-compose buildah runc conmon containernetworking-plugins
                 golang-github-containernetworking-plugin-dnsname fuse-overlayfs slirp4netns uidmap
                 iptables debootstrap python3"
   [windows]="g++-mingw-w64-x86-64-posix wine wine64"
-  [bench]="wrk nginx-light h2o util-linux procps python3"
+  [bench]="wrk nghttp2-client nginx-light h2o util-linux procps python3"
 )
 
 chosen=(build test containers windows)

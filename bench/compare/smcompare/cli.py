@@ -13,10 +13,10 @@ import sys
 import time
 from pathlib import Path
 
-from . import envinfo, output, procs, wine
+from . import clients, envinfo, output, procs, wine
 from .measure import Load, Scenario, run_once
 from .models import BY_NAME
-from .summary import compare, summarize
+from .summary import agreement, compare, summarize
 from .hosting import ContainerTarget, Engine, describe_options, hosted_targets, parse_hosting
 from .targets import (ALL_TARGETS, DEFAULT_TARGETS, REPO_ROOT, WINE_MODELS, ContenderTarget, H2oTarget,
                       ModelTarget, NginxTarget, Placement, StartError, Target, parse_contender)
@@ -40,6 +40,8 @@ examples:
   bench/compare/compare --from OLD/results.json --compare OLDER/results.json
   bench/compare/compare --targets epoll,uring --hosting bare,container,bridged,proxied --pairing adjacent
   bench/compare/compare --targets iocp,epoll          # server-iocp.exe under Wine (not a Windows measurement)
+  bench/compare/compare --targets floor,epoll --client loadgen,wrk --connections 1,64
+                                                      # the clients side by side: agreement, client CPU
 
 exit codes: 0 done; 2 setup or usage error; 3 invalid runs, or a requested
 target skipped or failed; 130 interrupted (what was measured is written).
@@ -50,7 +52,8 @@ See bench/compare/README.md for what every column means.
 def parse_args(argv: list[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
         prog="bench/compare/compare", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
-        description="Start each server in turn, load it with loadgen, and report requests/s, latency, errors, "
+        description="Start each server in turn, load it with a load client (loadgen, wrk or h2load), and report "
+                    "requests/s, latency, errors, "
                     "the server's CPU time per request, memory and context switches side by side, with "
                     "ratios to a baseline: a terminal table, results.json, results.csv and report.html.")
     g = ap.add_argument_group("what to compare")
@@ -75,6 +78,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     g.add_argument("--pipeline-connections", default="256", help="connection counts with pipelining (default: %(default)s)")
     g.add_argument("--depth", type=int, default=16, help="requests per write when pipelined (default: %(default)s)")
     g.add_argument("--baseline", help="target the ratios are against (default: nginx, else the first model)")
+    g.add_argument("--client", default="loadgen",
+                   help="load client(s), comma list of loadgen, wrk, h2load; with several, every target is "
+                        "measured with each, shown side by side with their agreement and client CPU ratio "
+                        "(see README, 'Load clients') (default: %(default)s)")
     h = ap.add_argument_group("hosting modes (see bench/compare/README.md, 'Hosting modes')")
     h.add_argument("--hosting", default="bare",
                    help="comma list of how each model is hosted: bare (the build's binary), container (the server "
@@ -102,18 +109,18 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         "the runs; for close calls on a noisy machine) (default: %(default)s)")
     t.add_argument("--pause", type=float, default=0.2, help="seconds between runs (default: %(default)s)")
     t.add_argument("--timeout", type=float, default=2.0,
-                   help="loadgen's --timeout: a request unanswered (or a connect not done) this long counts as "
+                   help="the client's --timeout: a request unanswered (or a connect not done) this long counts as "
                         "an error and makes the run invalid; raise it for thousands of pipelined connections "
                         "(default: %(default)s)")
     p = ap.add_argument_group("placement")
     p.add_argument("--server-cpus", help="CPU list for the servers, or 'none' (default: the first half of the CPUs "
                                          "this process may use)")
-    p.add_argument("--client-cpus", help="CPU list for loadgen, or 'none' (default: the other half)")
+    p.add_argument("--client-cpus", help="CPU list for the load client, or 'none' (default: the other half)")
     p.add_argument("--server-threads", type=int, help="threads/workers per server (default: one per server CPU)")
-    p.add_argument("--client-threads", type=int, help="loadgen threads (default: one per client CPU)")
+    p.add_argument("--client-threads", type=int, help="load client threads (default: one per client CPU)")
     p.add_argument("--server-prefix", default="", metavar="'CMD'",
                    help="prepended to every server command, e.g. 'ip netns exec srv' or 'ssh box'")
-    p.add_argument("--client-prefix", default="", metavar="'CMD'", help="prepended to every loadgen command")
+    p.add_argument("--client-prefix", default="", metavar="'CMD'", help="prepended to every load client command")
     p.add_argument("--target-host", default="127.0.0.1", help="address the load goes to (default: %(default)s)")
     p.add_argument("--server-address", help="address servers listen on (default: the target host if it is "
                                             "a loopback address, else all addresses)")
@@ -124,6 +131,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     b.add_argument("--build-dir", type=Path, default=REPO_ROOT / "build" / "release",
                    help="build directory with servers/, bench/floor, bench/loadgen (default: build/release)")
     b.add_argument("--loadgen", type=Path, help="loadgen binary (default: BUILD_DIR/bench/loadgen/loadgen)")
+    b.add_argument("--wrk", default="wrk", help="wrk executable, for --client wrk (default: %(default)s)")
+    b.add_argument("--h2load", default="h2load", help="h2load executable, for --client h2load (default: %(default)s)")
     b.add_argument("--engine", choices=("auto", "epoll", "uring"), default="auto",
                    help="loadgen's I/O engine (default: %(default)s)")
     b.add_argument("--nginx", default="nginx", help="nginx executable (default: %(default)s)")
@@ -214,6 +223,7 @@ def _resolve(a: argparse.Namespace) -> None:
     loopback = a.target_host in ("localhost", "::1") or a.target_host.startswith("127.")
     a.listen = a.server_address or (a.target_host if loopback else ("::" if ":" in a.target_host else "0.0.0.0"))
     a.loadgen = a.loadgen or a.build_dir / "bench" / "loadgen" / "loadgen"
+    a.client_names = clients.parse_list(a.client)
 
 
 def _cpus(text: str | None, default: list[int], opt: str, allowed: list[int]) -> list[int] | None:
@@ -300,34 +310,37 @@ def preflight(targets: list[Target], place: Placement, scenarios: list[Scenario]
 
 
 def make_plan(live: list[Target], scenarios: list[Scenario], rounds: int, baseline: str | None,
-              pairing: str) -> list[tuple]:
-    """(round, scenario, connections, target, pair) in the order they run.
+              pairing: str, load_clients: list | None = None) -> list[tuple]:
+    """(round, scenario, connections, client, target, pair) in the order they run.
 
-    Every round runs each scenario and connection count on every target in
-    turn, the order reversed every other round. With pairing "adjacent" each
+    Every round runs each scenario and connection count with each client
+    (their order reversed every other round) on every target in turn, the
+    targets' order reversed every other round too. With pairing "adjacent" each
     target's run gets its own baseline run right before or after it (the
     side alternating), sharing a pair number its ratio is computed from; a
     hosted target's (epoll/composed@container) partner is its bare target."""
     plan: list[tuple] = []
     pair = 0
+    load_clients = load_clients or [None]
     for rnd in range(1, rounds + 1):
         order = live if rnd % 2 else live[::-1]
         for sc in scenarios:
             for conns in sc.connections:
-                ts = [t for t in order if sc.name in t.scenarios]
-                base = next((t for t in ts if t.id == baseline), None)
-                others = [t for t in ts if t is not base]
-                if pairing != "adjacent" or base is None or not others:
-                    plan += [(rnd, sc, conns, t, None) for t in ts]
-                    continue
-                by_id = {x.id: x for x in ts}
-                for i, t in enumerate(others):
-                    pair += 1
-                    # A hosted target's partner is its bare run (the ratio
-                    # that matters is what the hosting costs), else the baseline.
-                    partner = by_id.get(t.id.partition("@")[0], base) if "@" in t.id else base
-                    two = [(rnd, sc, conns, partner, pair), (rnd, sc, conns, t, pair)]
-                    plan += two if (i + rnd) % 2 == 0 else two[::-1]
+                for cl in load_clients if rnd % 2 else load_clients[::-1]:
+                    ts = [t for t in order if sc.name in t.scenarios]
+                    base = next((t for t in ts if t.id == baseline), None)
+                    others = [t for t in ts if t is not base]
+                    if pairing != "adjacent" or base is None or not others:
+                        plan += [(rnd, sc, conns, cl, t, None) for t in ts]
+                        continue
+                    by_id = {x.id: x for x in ts}
+                    for i, t in enumerate(others):
+                        pair += 1
+                        # A hosted target's partner is its bare run (the ratio
+                        # that matters is what the hosting costs), else the baseline.
+                        partner = by_id.get(t.id.partition("@")[0], base) if "@" in t.id else base
+                        two = [(rnd, sc, conns, cl, partner, pair), (rnd, sc, conns, cl, t, pair)]
+                        plan += two if (i + rnd) % 2 == 0 else two[::-1]
     return plan
 
 
@@ -386,10 +399,15 @@ def now_iso() -> str:
 
 def measure(a: argparse.Namespace) -> tuple[dict, bool]:
     """Run the whole comparison; (results, interrupted)."""
-    if not a.loadgen.exists():
+    if "loadgen" in a.client_names and not a.loadgen.exists():
         raise SetupError(f"loadgen not found at {a.loadgen}; build it first:\n"
                          "  cmake --preset release && cmake --build --preset release\n"
                          "(or run scripts/compare.sh, which does that), or pass --build-dir/--loadgen")
+    exes = {"loadgen": str(a.loadgen), "wrk": a.wrk, "h2load": a.h2load}
+    load_clients = [clients.make(n, exes[n]) for n in a.client_names]
+    missing = [m for c in load_clients if (m := c.missing())]
+    if missing:
+        raise SetupError("; ".join(missing))
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     a.out = a.out or REPO_ROOT / "bench" / "results" / f"compare-{stamp}"
     logs = a.out / "logs"
@@ -400,7 +418,7 @@ def measure(a: argparse.Namespace) -> tuple[dict, bool]:
     place = Placement(server_prefix=a.server_prefix_list, client_prefix=a.client_prefix_list,
                       server_cpus=a.server_cpu_list, server_threads=a.server_threads, listen_address=a.listen,
                       target_host=a.target_host, remote=a.remote, tmp=logs, max_connections=max_conns)
-    load = Load(loadgen=a.loadgen, client_prefix=a.client_prefix_list, client_cpus=a.client_cpu_list,
+    load = Load(client_prefix=a.client_prefix_list, client_cpus=a.client_cpu_list,
                 client_threads=a.client_threads, engine=a.engine, duration=a.duration, warmup=a.warmup,
                 timeout=a.timeout,
                 server_cpus=a.server_cpu_list, server_threads=a.server_threads, remote=a.remote, tmp=logs)
@@ -428,12 +446,13 @@ def measure(a: argparse.Namespace) -> tuple[dict, bool]:
         baseline = pick_baseline(a.baseline, targets, a.modes)
         if a.pairing == "adjacent" and baseline is None:
             log("warning: --pairing adjacent needs a measured baseline; pairing by round")
-        plan = make_plan(live, a.scenario_list, a.rounds, baseline, a.pairing)
+        plan = make_plan(live, a.scenario_list, a.rounds, baseline, a.pairing, load_clients)
         progress = Progress(len(plan), a.warmup + a.duration + a.pause + 0.5)
         t0 = time.monotonic()
-        for rnd, sc, conns, t, pair in plan:
-            progress.show(f"round {rnd}/{a.rounds} {sc.name} c{conns} {t.id}")
-            runs.append(run_once(t, place, load, sc, conns, rnd, time.monotonic() - t0, pair))
+        for rnd, sc, conns, client, t, pair in plan:
+            shown = f" {client.name}" if len(load_clients) > 1 else ""
+            progress.show(f"round {rnd}/{a.rounds} {sc.name} c{conns}{shown} {t.id}")
+            runs.append(run_once(t, place, load, client, sc, conns, rnd, time.monotonic() - t0, pair))
             progress.done += 1
             if a.pause:
                 time.sleep(a.pause)
@@ -449,7 +468,7 @@ def measure(a: argparse.Namespace) -> tuple[dict, bool]:
         if t.status == "measured" and not any(r["target"] == t.id and r["valid"] for r in runs) and runs \
                 and not interrupted:
             t.status, t.reason = "failed", "no valid run"
-    versions = {"loadgen": envinfo.tool_version([str(a.loadgen), "--version"]) or "unknown"}
+    versions = {c.name: c.version() or "unknown" for c in load_clients}
     for t in targets:
         if isinstance(t, wine.WineTarget):
             # Never run directly: binfmt_misc may hand a .exe to Wine with the user's prefix.
@@ -476,7 +495,7 @@ def measure(a: argparse.Namespace) -> tuple[dict, bool]:
                    "client_threads": a.client_threads, "target_host": a.target_host,
                    "server_address": a.listen, "server_prefix": a.server_prefix_list,
                    "client_prefix": a.client_prefix_list, "server_remote": a.remote, "modes": a.modes,
-                   "engine": a.engine, "scenarios": [s.as_json() for s in a.scenario_list],
+                   "engine": a.engine, "clients": a.client_names, "scenarios": [s.as_json() for s in a.scenario_list],
                    "hosting": a.hosting_list, "container_engine": a.container_engine, "image": a.image,
                    "build_dir": str(a.build_dir)},
         "baseline": None,
@@ -494,6 +513,7 @@ def measure(a: argparse.Namespace) -> tuple[dict, bool]:
 def finish(results: dict, a: argparse.Namespace) -> int:
     """Summary, comparison, files, table; the exit code."""
     results["summary"] = summarize(results["runs"], results["baseline"])
+    results["agreement"] = agreement(results["runs"], results["config"].get("clients") or ["loadgen"])
     if a.compare:
         try:
             old = json.loads(a.compare.read_text())
@@ -510,11 +530,13 @@ def finish(results: dict, a: argparse.Namespace) -> int:
     print(f"servermodels compare, {results['started']}: {env['cpu_model']}, {env['cores']} cores, "
           f"kernel {env['kernel']}, commit {(env['git'].get('commit') or 'unknown')[:12]}"
           + (" (modified)" if env["git"].get("dirty") else ""))
-    print(f"server on CPUs {cfg['server_cpus'] or 'any'} ({cfg['server_threads']} threads), loadgen on CPUs "
+    print(f"server on CPUs {cfg['server_cpus'] or 'any'} ({cfg['server_threads']} threads), "
+          f"{'/'.join(cfg.get('clients') or ['loadgen'])} on CPUs "
           f"{cfg['client_cpus'] or 'any'} ({cfg['client_threads']} threads), {cfg['rounds']} rounds x "
           f"{cfg['duration_s']:g} s after {cfg['warmup_s']:g} s warm-up; medians [min-max]; baseline "
           f"{results['baseline'] or 'none'}")
     print(output.table(results), end="")
+    print(output.agreement(results), end="")
     notes = output.problems(results)
     if notes:
         print("\n" + notes, end="")

@@ -12,12 +12,12 @@ from pathlib import Path
 from .targets import REPO_ROOT
 
 
-def _run(cmd: list[str]) -> str | None:
+def _run(cmd: list[str], any_exit: bool = False) -> str | None:
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return (r.stdout + r.stderr).strip() if r.returncode == 0 else None
+    return (r.stdout + r.stderr).strip() if r.returncode == 0 or any_exit else None
 
 
 def _os_name() -> str:
@@ -88,6 +88,8 @@ def environment(cpus_allowed: str, versions: dict[str, str]) -> dict:
     }
 
 
-def tool_version(cmd: list[str]) -> str | None:
-    out = _run(cmd)
+def tool_version(cmd: list[str], any_exit: bool = False) -> str | None:
+    """The first line a tool prints for its version (any_exit: also when it
+    exits non-zero doing so, as wrk -v does)."""
+    out = _run(cmd, any_exit)
     return out.splitlines()[0] if out else None

@@ -34,7 +34,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from . import util
+from . import summary, util
 
 Json = dict[str, Any]
 Cell = str | tuple[str, str]
@@ -190,6 +190,12 @@ class Ctx:
     order: dict[str, int]
     colours: dict[str, str]
     baseline: str | None
+    clients: list[str]
+
+    def row_name(self, row: Json) -> str:
+        """A row's target as shown, and its client when there are several."""
+        name = self.shown(str(row.get("target")))
+        return f"{name} \u00b7 {summary.client_of(row)}" if len(self.clients) > 1 else name
 
     def label(self, tid: str) -> str:
         t = self.targets.get(tid) or {}
@@ -219,7 +225,8 @@ def make_ctx(results: Json) -> Ctx:
     shown = sorted({str(r.get("target")) for r in results.get("summary") or []}, key=lambda t: order[t])
     colours = dict(zip(shown, palette(len(shown))))
     base = results.get("baseline")
-    return Ctx(by_id, order, colours, None if base is None else str(base))
+    clients = [str(c) for c in (results.get("config") or {}).get("clients") or ["loadgen"]]
+    return Ctx(by_id, order, colours, None if base is None else str(base), clients)
 
 
 def groups(results: Json, ctx: Ctx) -> list[tuple[tuple[str, int], list[Json]]]:
@@ -231,7 +238,9 @@ def groups(results: Json, ctx: Ctx) -> list[tuple[tuple[str, int], list[Json]]]:
         found.setdefault((str(row.get("scenario")), int(row.get("connections") or 0)), []).append(row)
     first = {k: i for i, k in enumerate(found)}
     keys = sorted(found, key=lambda k: (sc_order.get(k[0], len(sc_order)), first[k]))
-    return [(k, sorted(found[k], key=lambda r: ctx.order.get(str(r.get("target")), 0))) for k in keys]
+    c_order = {c: i for i, c in enumerate(ctx.clients)}
+    return [(k, sorted(found[k], key=lambda r: (ctx.order.get(str(r.get("target")), 0),
+                                                 c_order.get(summary.client_of(r), 0)))) for k in keys]
 
 
 def group_title(key: tuple[str, int], rows: list[Json], results: Json) -> str:
@@ -305,7 +314,7 @@ def make_bars(rows: list[Json], field: str, ratio_key: str, fmt: Callable[[Any],
         tid = str(row.get("target"))
         m = med(row.get(field))
         if m is None:
-            missing.append(ctx.shown(tid))
+            missing.append(ctx.row_name(row))
             continue
         lo, hi = span(row.get(field))
         is_base = tid == ctx.baseline
@@ -315,7 +324,7 @@ def make_bars(rows: list[Json], field: str, ratio_key: str, fmt: Callable[[Any],
                + (f", min {fmt(lo)}, max {fmt(hi)}" if lo is not None and hi is not None else "")
                + (f", {fmt_ratio(ratio)} of baseline" if ratio is not None else "")
                + f"; {row.get('valid_runs', '?')}/{row.get('runs', '?')} valid runs")
-        bars.append(Bar(ctx.shown(tid), m, lo, hi, note, is_base, ctx.colours.get(tid, "#888"), tip))
+        bars.append(Bar(ctx.row_name(row), m, lo, hi, note, is_base, ctx.colours.get(tid, "#888"), tip))
     return bars, missing
 
 
@@ -496,7 +505,7 @@ def section_charts(results: Json, ctx: Ctx) -> str:
 def section_latency(results: Json, ctx: Ctx) -> str:
     parts = ['<section id="latency"><h2>Latency by percentile</h2>']
     for key, rows in groups(results, ctx):
-        series = [(ctx.shown(str(r.get("target"))), ctx.colours.get(str(r.get("target")), "#888"),
+        series = [(ctx.row_name(r), ctx.colours.get(str(r.get("target")), "#888"),
                    str(r.get("target")) == ctx.baseline, curve_points(r.get("latency_curve"))) for r in rows]
         series = [s for s in series if s[3]]
         body = (latency_chart(series) + legend((s[0], s[1], s[2]) for s in series)) if series \
@@ -527,7 +536,8 @@ def summary_cells(row: Json, ctx: Ctx) -> list[Cell]:
         # In full when the target has a note: the label says what it runs under.
         label = ctx.label(tid) if t.get("note") else truncate(ctx.label(tid), 40)
         name += f'<br><span class="muted">{esc(label)}</span>'
-    return [name, esc(kind) or MISSING, esc(row.get("scenario")), num(esc(row.get("connections"))),
+    client = [esc(summary.client_of(row))] if len(ctx.clients) > 1 else []
+    return [name, *client, esc(kind) or MISSING, esc(row.get("scenario")), num(esc(row.get("connections"))),
             num(fmt_spread(row.get("rps"), fmt_rate)), num(ratio_cell(row.get("vs_baseline") or {})),
             num(fmt_spread(latency_spread(row, "50"), fmt_latency)),
             num(fmt_spread(latency_spread(row, "99"), fmt_latency)),
@@ -561,13 +571,29 @@ def table(headers: list[str], rows: list[tuple[str, list[Cell]]]) -> str:
 
 
 def section_summary(results: Json, ctx: Ctx) -> str:
-    headers = ["target", "mode / kind", "scenario", "conns", "req/s median [min\u2013max]", "x baseline",
+    headers = ["target", *(["client"] if len(ctx.clients) > 1 else []), "mode / kind", "scenario", "conns", "req/s median [min\u2013max]", "x baseline",
                "p50 latency", "p99 latency", "server CPU \u00b5s/req", "ctx switches/req", "peak RSS MiB",
                "client CPU \u00b5s/req", "errors", "limited by", "valid/runs"]
     rows = [("warn" if r.get("valid_runs", 0) < r.get("runs", 0) else "", summary_cells(r, ctx))
             for _, grp in groups(results, ctx) for r in grp]
     body = table(headers, rows) if rows else '<p class="muted">No summary rows.</p>'
     return f'<section id="summary"><h2>Summary</h2>{body}</section>'
+
+
+def section_clients(results: Json, ctx: Ctx) -> str:
+    """With several load clients: their agreement with the first and their CPU cost."""
+    agree = results.get("agreement") or []
+    if not agree:
+        return ""
+    ref = esc(agree[0].get("reference"))
+    rows = [("", [esc(r.get("scenario")), num(esc(r.get("connections"))), esc(ctx.shown(str(r.get("target")))),
+                  esc(r.get("client")), num(esc(fmt_ratio(r.get("rps")))), num(esc(fmt_ratio(r.get("latency_p50_us")))),
+                  num(esc(fmt_ratio(r.get("client_cpu_us_per_req")))), num(esc(r.get("rounds")))]) for r in agree]
+    return (f'<section id="clients"><h2>Load clients</h2><p>Each client against {ref}: the median over rounds '
+            f'of the ratio of its run to {ref}\'s run in the same round. Below saturation both should measure the '
+            f'same server alike (req/s and p50 near 1.00x); client CPU/req is what each costs to make the load.</p>'
+            + table(["scenario", "conns", "target", "client", "req/s", "p50", "client CPU/req", "rounds"], rows)
+            + "</section>")
 
 
 METRIC_FMT: dict[str, tuple[str, Callable[[Any], str], int]] = {
@@ -658,7 +684,8 @@ def render(results: dict) -> str:
     """Return report.html for a results dict as described by results.schema.json."""
     ctx = make_ctx(results)
     body = "".join([section_header(results, ctx), section_notices(results, ctx), section_charts(results, ctx),
-                    section_latency(results, ctx), section_summary(results, ctx), section_comparison(results, ctx),
+                    section_latency(results, ctx), section_summary(results, ctx), section_clients(results, ctx),
+                    section_comparison(results, ctx),
                     section_environment(results, ctx),
                     f'<section id="how"><h2>How to read this</h2><p>{esc(HOW_TO_READ)}</p></section>'])
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'

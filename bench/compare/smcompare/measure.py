@@ -1,4 +1,4 @@
-"""One measured run: a fresh server, a warm-up, loadgen, the server's costs, a stop."""
+"""One measured run: a fresh server, a warm-up, the load client, the server's costs, a stop."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import procs
+from .clients import Client
 from .targets import ENDPOINTS, Placement, StartError, Target
 
 SATURATED = 0.90        # a side using this share of its CPUs limited the run
@@ -36,8 +37,7 @@ class Scenario:
 
 @dataclass
 class Load:
-    """How loadgen is run: binary, placement on the client side, timing."""
-    loadgen: Path
+    """How the load client is run: placement on the client side, timing."""
     client_prefix: list[str]
     client_cpus: list[int] | None
     client_threads: int
@@ -50,18 +50,16 @@ class Load:
     tmp: Path
     timeout: float = 2.0
 
-    def command(self, host: str, port: int, sc: Scenario, conns: int, json_path: Path) -> list[str]:
-        hostpart = f"[{host}]" if ":" in host else host
-        body = ENDPOINTS[sc.path][0].decode()
-        expect = ["--expect-json", body] if sc.path == "/json" else ["--expect-body", body]
-        threads = min(self.client_threads, conns)
-        cmd = [str(self.loadgen), "-t", str(threads), "-c", str(conns), "-d", f"{round(self.duration * 1000)}ms",
-               "--warmup", f"{round(self.warmup * 1000)}ms", "--timeout", f"{max(1, round(self.timeout * 1000))}ms",
-               "--pipeline", str(sc.pipeline), *expect,
-               "--engine", self.engine, "--json", str(json_path), "-q", "--announce"]
-        if self.client_cpus:
-            cmd += ["--cpus", ",".join(map(str, self.client_cpus))]
-        cmd.append(f"http://{hostpart}:{port}{sc.path}")
+    @staticmethod
+    def url(host: str, port: int, path: str) -> str:
+        return f"http://{f'[{host}]' if ':' in host else host}:{port}{path}"
+
+    @staticmethod
+    def expected_body(path: str) -> str:
+        return ENDPOINTS[path][0].decode()
+
+    def placed(self, cmd: list[str]) -> list[str]:
+        """A client command with the client prefix and pinned to the client CPUs."""
         taskset = ["taskset", "-c", ",".join(map(str, self.client_cpus))] if self.client_cpus else []
         return [*self.client_prefix, *taskset, *cmd]
 
@@ -83,68 +81,76 @@ def _sleep_until(ns: int) -> None:
         time.sleep(left)
 
 
-def _run_loadgen(cmd: list[str], seconds: float, out: Path, pids: list[int] | None) -> tuple[int | None, str, Window | None]:
-    """Run loadgen (--announce) to completion, killed if it overstays; read the
-    server's processes (pids) when its measured window starts and ends.
-    (exit code, stderr, the window's readings or None)."""
+def _run_client(cmd: list[str], seconds: float, out: Path, pids: list[int] | None,
+                announces: bool) -> tuple[int | None, str, str, Window | None, float | None]:
+    """Run a load client to completion, killed if it overstays, and read the
+    server's processes (pids) when its measured window starts and ends: the
+    window it announces (loadgen --announce), else the client's whole life.
+    (exit code, stdout, stderr, the window's readings or None, the client's
+    CPU seconds by rusage)."""
     err_path = out.with_suffix(".stderr")
-    window = None
+    window = Window() if pids is not None else None
+    stdout, cpu = "", None
     with open(err_path, "wb") as err:
+        if window is not None and not announces:
+            window.before, window.cpu_before = procs.sample_pids(pids), procs.read_cpu_lines()
+            t0 = time.monotonic()
         p = procs.spawn(cmd, stdout=subprocess.PIPE, stderr=err)
         limit = seconds + 30.0
         # waitid(WNOWAIT) leaves the zombie until the timer is cancelled, so
         # the watchdog can never hit a recycled PID.
         timer = threading.Timer(limit, lambda: os.kill(p.pid, signal.SIGKILL))
         timer.start()
+        rc = None
         try:
-            line = p.stdout.readline().decode(errors="replace")  # type: ignore[union-attr]
-            m = re.match(r"schedule monotonic_ns start=(\d+) measure=(\d+) end=(\d+)", line)
-            if m and pids is not None:
-                measure_ns, end_ns = int(m.group(2)), int(m.group(3))
-                window = Window()
-                _sleep_until(measure_ns)
-                window.before, window.cpu_before = procs.sample_pids(pids), procs.read_cpu_lines()
-                t0 = time.monotonic()
-                _sleep_until(end_ns)
+            if announces:
+                line = p.stdout.readline().decode(errors="replace")  # type: ignore[union-attr]
+                m = re.match(r"schedule monotonic_ns start=(\d+) measure=(\d+) end=(\d+)", line)
+                if m and window is not None:
+                    measure_ns, end_ns = int(m.group(2)), int(m.group(3))
+                    _sleep_until(measure_ns)
+                    window.before, window.cpu_before = procs.sample_pids(pids), procs.read_cpu_lines()
+                    t0 = time.monotonic()
+                    _sleep_until(end_ns)
+                    window.after, window.cpu_after = procs.sample_pids(pids), procs.read_cpu_lines()
+                    window.seconds = time.monotonic() - t0
+                elif window is not None:
+                    window = None
+                stdout = line
+            stdout += p.stdout.read().decode(errors="replace")  # type: ignore[union-attr]
+            os.waitid(os.P_PID, p.pid, os.WEXITED | os.WNOWAIT)
+            if window is not None and not announces:
                 window.after, window.cpu_after = procs.sample_pids(pids), procs.read_cpu_lines()
                 window.seconds = time.monotonic() - t0
-            p.stdout.read()  # type: ignore[union-attr]
-            os.waitid(os.P_PID, p.pid, os.WEXITED | os.WNOWAIT)
         finally:
             timer.cancel()
-            rc = p.wait()
+            _, status, ru = os.wait4(p.pid, 0)
+            p.returncode = rc = os.waitstatus_to_exitcode(status)
+            cpu = ru.ru_utime + ru.ru_stime
             p.stdout.close()  # type: ignore[union-attr]
             procs.forget(p)
     stderr = err_path.read_text(errors="replace").strip()
     if rc == -signal.SIGKILL:
         stderr = f"killed after {limit:.0f}s. " + stderr
-    return rc, stderr, window
+    return rc, stdout, stderr, window, cpu
 
 
-def _curve(spectrum: list[dict]) -> list[list[float]]:
-    """[percentile, latency_us] at CURVE_POINTS from loadgen's cumulative spectrum."""
+def _curve(spectrum: list[list[float]]) -> list[list[float]]:
+    """[percentile, latency_us] at CURVE_POINTS from a client's cumulative
+    spectrum ([percentile, us] pairs, ascending)."""
     if not spectrum:
         return []
     out, i = [], 0
     for p in CURVE_POINTS:
-        while i < len(spectrum) - 1 and spectrum[i]["percentile"] < p:
+        while i < len(spectrum) - 1 and spectrum[i][0] < p:
             i += 1
-        out.append([p, float(spectrum[i]["value_us"])])
+        out.append([p, float(spectrum[i][1])])
     return out
 
 
-def _flatten_latency(lat: dict | None) -> dict:
-    if not lat:
-        return {}
-    out = {k: float(v) for k, v in (lat.get("percentiles_us") or {}).items()}
-    out["max"] = lat.get("max_us")
-    out["mean"] = lat.get("mean_us")
-    return out
-
-
-def run_once(target: Target, place: Placement, load: Load, sc: Scenario, conns: int, rnd: int, at: float,
-             pair: int | None = None) -> dict:
-    """Start target fresh, warm it up, measure one loadgen run, stop it."""
+def run_once(target: Target, place: Placement, load: Load, client: Client, sc: Scenario, conns: int, rnd: int,
+             at: float, pair: int | None = None) -> dict:
+    """Start target fresh, measure one run of the client against it, stop it."""
     rec: dict = {"target": target.id, "scenario": sc.name, "connections": conns, "pipeline": sc.pipeline,
                  "round": rnd, "pair": pair, "port": None, "at_s": round(at, 3), "valid": False, "problems": [], "noisy": [],
                  "duration_s": None, "requests": None, "rps": None, "latency_us": {}, "latency_curve": [],
@@ -152,9 +158,10 @@ def run_once(target: Target, place: Placement, load: Load, sc: Scenario, conns: 
                  "server": {"cpu_user_s": None, "cpu_sys_s": None, "cpu_us_per_req": None, "user_us_per_req": None,
                             "sys_us_per_req": None, "util": None, "peak_rss_kib": None, "ctx_switches": None,
                             "ctx_switches_per_req": None, "pids": []},
-                 "client": {"cpu_s": None, "us_per_req": None, "util": None, "engine": None, "exit": None},
+                 "client": {"name": client.name, "cpu_s": None, "cpu_basis": None, "rusage_cpu_s": None,
+                            "us_per_req": None, "util": None, "engine": None, "exit": None, "note": None},
                  "proxy": None,
-                 "commands": {"server": None, "client": []}}
+                 "commands": {"server": None, "client": [], "warmup": None}}
     try:
         target.start(place)
     except StartError as e:
@@ -167,7 +174,7 @@ def run_once(target: Target, place: Placement, load: Load, sc: Scenario, conns: 
     if len(ports) > 1:
         rec["upstream_port"] = ports[1]
     try:
-        _measure(target, place, load, sc, conns, rnd, rec)
+        _measure(target, place, load, client, sc, conns, rnd, rec)
     finally:
         rc = target.stop()
         if rc not in (0, None) and not rec["problems"]:
@@ -179,11 +186,26 @@ def run_once(target: Target, place: Placement, load: Load, sc: Scenario, conns: 
     return rec
 
 
-def _measure(target: Target, place: Placement, load: Load, sc: Scenario, conns: int, rnd: int, rec: dict) -> None:
-    tag = f"{target.id}-{sc.name}-c{conns}-r{rnd}".replace("/", "_")
-    jpath = load.tmp / f"{tag}.json"
-    cmd = load.command(place.target_host, target.port, sc, conns, jpath)
+def _warm_up(cmd: list[str], load: Load, tag: str, rec: dict) -> bool:
+    """An unmeasured run of the client before the measured one; False (and a problem) if it failed."""
+    rec["commands"]["warmup"] = cmd
+    out = load.tmp / f"{tag}-warmup.out"
+    rc, _, err, _, _ = _run_client(cmd, load.warmup + 1, out, None, False)
+    if rc != 0:
+        rec["problems"].append(f"the warm-up run exited with code {rc}" + (f": {err[:300]}" if err else ""))
+    return rc == 0
+
+
+def _measure(target: Target, place: Placement, load: Load, client: Client, sc: Scenario, conns: int, rnd: int,
+             rec: dict) -> None:
+    tag = f"{target.id}-{sc.name}-c{conns}-r{rnd}-{client.name}".replace("/", "_")
+    out = load.tmp / f"{tag}.json"
+    url = load.url(place.target_host, target.port, sc.path)
+    cmd = load.placed(client.command(url, sc, conns, load, out))
     rec["commands"]["client"] = cmd
+    warm = client.warmup_command(url, sc, conns, load)
+    if warm is not None and not _warm_up(load.placed(warm), load, tag, rec):
+        return
     local = not load.remote
     pids = proxy_pids = None
     if local:
@@ -192,22 +214,25 @@ def _measure(target: Target, place: Placement, load: Load, sc: Scenario, conns: 
         proxy_pids = sorted(procs.process_tree(proxy)) if proxy else []
         if not pids:
             rec["problems"].append("the server's processes were not found: its costs cannot be measured")
-    rc, err, window = _run_loadgen(cmd, load.warmup + load.duration, jpath,
-                                   None if pids is None else [*pids, *(proxy_pids or [])])
+    rc, stdout, err, window, rusage = _run_client(
+        cmd, (load.warmup if warm is None else 0) + load.duration, out,
+        None if pids is None else [*pids, *(proxy_pids or [])], client.announces)
+    out.with_suffix(".stdout").write_text(stdout)
     rec["client"]["exit"] = rc
+    rec["client"]["rusage_cpu_s"] = rusage
     if rc != 0:
-        rec["problems"].append(f"loadgen exited with code {rc}" + (f": {err[:300]}" if err else ""))
+        rec["problems"].append(f"{client.name} exited with code {rc}" + (f": {err[:300]}" if err else ""))
     try:
-        doc = json.loads(jpath.read_text())
-    except (OSError, ValueError) as e:
-        rec["problems"].append(f"no loadgen results ({e})")
+        result = client.parse(stdout, out)
+    except (OSError, ValueError, KeyError) as e:
+        rec["problems"].append(f"no {client.name} results ({e})")
         return
-    _from_loadgen(doc, rec)
+    _from_result(result, rec, client, load, conns)
     if not target.alive():
         rec["problems"].append(f"the server died during the run (exit code {target.proc.returncode if target.proc else '?'})")
     if local:
         if window is None:
-            rec["problems"].append("loadgen announced no schedule: the server's costs were not measured")
+            rec["problems"].append(f"{client.name} announced no schedule: the server's costs were not measured")
         else:
             _server_costs(window, load, rec, set(proxy_pids or []))
             for name, part in target.server_parts().items():
@@ -216,27 +241,29 @@ def _measure(target: Target, place: Placement, load: Load, sc: Scenario, conns: 
     _limit(rec)
 
 
-def _from_loadgen(doc: dict, rec: dict) -> None:
-    rec["duration_s"] = doc.get("duration_s")
-    rec["requests"] = doc.get("requests")
-    rec["rps"] = doc.get("requests_per_s")
-    rec["latency_us"] = _flatten_latency(doc.get("latency"))
-    rec["latency_curve"] = _curve((doc.get("latency") or {}).get("spectrum") or [])
-    rec["errors"] = {k: int(v) for k, v in (doc.get("errors") or {}).items()}
-    rec["status"] = {k: int(v) for k, v in (doc.get("status") or {}).items()}
-    cpu = doc.get("client_cpu") or {}
-    if cpu.get("user_s") is not None:
-        rec["client"]["cpu_s"] = cpu["user_s"] + cpu["sys_s"]
-        rec["client"]["us_per_req"] = cpu.get("us_per_request")
-        threads = (doc.get("config") or {}).get("threads") or 1
+def _from_result(res: dict, rec: dict, client: Client, load: Load, conns: int) -> None:
+    """A client's normalized result (clients.py) into the run's record."""
+    for k in ("duration_s", "requests", "rps", "latency_us", "errors", "status"):
+        rec[k] = res[k]
+    rec["latency_curve"] = _curve(res["latency_curve"])
+    cl = rec["client"]
+    cl["engine"] = res.get("engine")
+    # The client's CPU: its own figure for the measured window where it has
+    # one (loadgen), else the measured process's rusage.
+    own = res.get("own_cpu_s")
+    cl["cpu_s"], cl["cpu_basis"] = (own, "window") if own is not None else (cl["rusage_cpu_s"], "process")
+    if cl["cpu_s"] is not None and rec["requests"]:
+        cl["us_per_req"] = cl["cpu_s"] / rec["requests"] * 1e6
         if rec["duration_s"]:
-            rec["client"]["util"] = rec["client"]["cpu_s"] / rec["duration_s"] / threads
-    rec["client"]["engine"] = (doc.get("config") or {}).get("engine")
-    if doc.get("ended") != "completed":
-        rec["problems"].append(f"loadgen ended {doc.get('ended')}: {doc.get('message')}")
+            cl["util"] = cl["cpu_s"] / rec["duration_s"] / client.threads(load, conns)
+    if res.get("ended") != "completed":
+        rec["problems"].append(f"{client.name} ended {res.get('ended')}: {res.get('message')}")
+    elif res.get("message"):
+        cl["note"] = res["message"]
+        client.note_once(res["message"])
     bad = {k: v for k, v in rec["errors"].items() if v}
     if bad:
-        msgs = doc.get("error_messages") or {}
+        msgs = res.get("error_messages") or {}
         rec["problems"].append("errors: " + ", ".join(
             f"{k} {v}" + (f" ({msgs[k]})" if msgs.get(k) else "") for k, v in bad.items()))
     if not rec["requests"]:

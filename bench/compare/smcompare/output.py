@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 
-from .summary import LATENCY_KEYS
+from .summary import LATENCY_KEYS, client_of
 from .util import fmt_ms, fmt_num, fmt_rate, fmt_ratio, shown_id
 
 SPREADS = ("rps", "server_cpu_us_per_req", "server_user_us_per_req", "server_sys_us_per_req",
@@ -26,11 +26,18 @@ def _with_spread(s: dict | None, fmt) -> str:
 
 
 def order_rows(results: dict) -> list[dict]:
-    """Scenario order as configured, then connections, then targets as listed."""
+    """Scenario order as configured, then connections, then targets as
+    listed, then the clients as given (each target's clients side by side)."""
     sc_order = {s["name"]: i for i, s in enumerate(results["config"]["scenarios"])}
     t_order = {t["id"]: i for i, t in enumerate(results["targets"])}
+    c_order = {c: i for i, c in enumerate(clients_of(results))}
     return sorted(results["summary"], key=lambda r: (sc_order.get(r["scenario"], 99), r["connections"],
-                                                      t_order.get(r["target"], 99)))
+                                                      t_order.get(r["target"], 99),
+                                                      c_order.get(client_of(r), 99)))
+
+
+def clients_of(results: dict) -> list[str]:
+    return results["config"].get("clients") or ["loadgen"]
 
 
 def table(results: dict) -> str:
@@ -39,7 +46,8 @@ def table(results: dict) -> str:
     targets = {t["id"]: t for t in results["targets"]}
     out = io.StringIO()
     hosted = any("vs_bare" in r for r in results["summary"])
-    head = ["target", "req/s [min-max]", bx, *(["x bare"] if hosted else []), "p50", "p99",
+    several = len(clients_of(results)) > 1
+    head = ["target", *(["client"] if several else []), "req/s [min-max]", bx, *(["x bare"] if hosted else []), "p50", "p99",
             "srv us/req [min-max]", bx, *(["x bare", "proxy us/req"] if hosted else []), "cs/req", "RSS MiB",
             "cl us/req", "limited by", "valid"]
     groups: dict[tuple, list[dict]] = {}
@@ -54,6 +62,7 @@ def table(results: dict) -> str:
             bare = r.get("vs_bare")
             lines.append([
                 shown_id(r["target"], targets.get(r["target"])) + (" (base)" if r["target"] == base else ""),
+                *([client_of(r)] if several else []),
                 _with_spread(r["rps"], fmt_rate),
                 "" if r["target"] == base else fmt_ratio(vs.get("rps")),
                 *([fmt_ratio(bare.get("rps")) if bare else ""] if hosted else []),
@@ -73,11 +82,34 @@ def table(results: dict) -> str:
         pipe = rows[0]["pipeline"]
         out.write(f"\n{scenario}: {conns} connections" + (f", {pipe} requests per write" if pipe > 1 else "") + "\n")
         for i, line in enumerate(lines):
-            cells = [str(c).ljust(w) if j == 0 or j == len(head) - 2 else str(c).rjust(w)
+            cells = [str(c).ljust(w) if j == 0 or (several and j == 1) or j == len(head) - 2 else str(c).rjust(w)
                      for j, (c, w) in enumerate(zip(line, widths))]
             out.write("  " + "  ".join(cells).rstrip() + "\n")
             if i == 0:
                 out.write("  " + "  ".join("-" * w for w in widths) + "\n")
+    return out.getvalue()
+
+
+def agreement(results: dict) -> str:
+    """With several clients: how each agrees with the first, and its CPU cost."""
+    rows = results.get("agreement") or []
+    if not rows:
+        return ""
+    targets = {t["id"]: t for t in results["targets"]}
+    ref = rows[0]["reference"]
+    out = io.StringIO()
+    out.write(f"\nClients against {ref}, medians over rounds of the per-round ratio (client / {ref}):\n")
+    lines = [["scenario", "conns", "target", "client", "req/s", "p50", "client CPU/req", "rounds"]]
+    for r in rows:
+        lines.append([r["scenario"], str(r["connections"]), shown_id(r["target"], targets.get(r["target"])),
+                      r["client"], fmt_ratio(r["rps"]), fmt_ratio(r["latency_p50_us"]),
+                      fmt_ratio(r["client_cpu_us_per_req"]), str(r["rounds"])])
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
+    for i, line in enumerate(lines):
+        out.write("  " + "  ".join(c.ljust(w) if j < 4 else c.rjust(w)
+                                   for j, (c, w) in enumerate(zip(line, widths))).rstrip() + "\n")
+        if i == 0:
+            out.write("  " + "  ".join("-" * w for w in widths) + "\n")
     return out.getvalue()
 
 
@@ -93,7 +125,9 @@ def problems(results: dict) -> str:
             out.write(f"  NOTE     {shown_id(t['id'], t)}: {t['note']}\n")
     targets = {t["id"]: t for t in results["targets"]}
     for r in results["runs"]:
-        where = f"{shown_id(r['target'], targets.get(r['target']))} {r['scenario']} c{r['connections']} round {r['round']}"
+        shown = f" {client_of(r)}" if len(clients_of(results)) > 1 else ""
+        where = (f"{shown_id(r['target'], targets.get(r['target']))} {r['scenario']} c{r['connections']}{shown} "
+                 f"round {r['round']}")
         if not r["valid"]:
             out.write(f"  INVALID  {where}: {'; '.join(r['problems'])}\n")
         elif r["noisy"]:
@@ -127,7 +161,8 @@ def _cell(x):
 
 def csv_text(results: dict) -> str:
     kinds = {t["id"]: t for t in results["targets"]}
-    cols = ["target", "name", "kind", "mode", "hosting", "under", "label", "scenario", "connections", "pipeline", "runs", "valid_runs"]
+    cols = ["target", "name", "kind", "mode", "hosting", "under", "label", "scenario", "connections", "pipeline",
+            "client", "runs", "valid_runs"]
     for s in SPREADS:
         cols += [f"{s}_median", f"{s}_min", f"{s}_max"]
     cols += [f"latency_p{k}_us" if k not in ("max", "mean") else f"latency_{k}_us" for k in LATENCY_KEYS]
@@ -142,7 +177,7 @@ def csv_text(results: dict) -> str:
         line = {"target": r["target"], "name": t.get("name"), "kind": t.get("kind"), "mode": t.get("mode") or "",
                 "hosting": t.get("hosting") or "bare", "under": t.get("under") or "", "label": t.get("label") or "",
                 "scenario": r["scenario"], "connections": r["connections"], "pipeline": r["pipeline"],
-                "runs": r["runs"], "valid_runs": r["valid_runs"],
+                "client": client_of(r), "runs": r["runs"], "valid_runs": r["valid_runs"],
                 "errors": " ".join(f"{k}={v}" for k, v in sorted(r["errors"].items())),
                 "limited_by": r["limited_by"], "baseline": results.get("baseline") or ""}
         for s in SPREADS:

@@ -11,8 +11,14 @@ LATENCY_KEYS = ("50", "75", "90", "99", "99.9", "99.99", "max", "mean")
 COMPARED = (("rps", "higher"), ("server_cpu_us_per_req", "lower"), ("latency_p99_us", "lower"))
 
 
-def row_key(r: dict) -> tuple[str, str, int]:
-    return r["target"], r["scenario"], r["connections"]
+def client_of(r: dict) -> str:
+    """The load client of a run or row (results written before --client: loadgen)."""
+    return (r.get("client") or {}).get("name", "loadgen") if isinstance(r.get("client"), dict) \
+        else r.get("client") or "loadgen"
+
+
+def row_key(r: dict) -> tuple[str, str, int, str]:
+    return r["target"], r["scenario"], r["connections"], client_of(r)
 
 
 def _metric(run: dict, name: str) -> float | None:
@@ -35,13 +41,13 @@ def summarize(runs: list[dict], baseline: str | None) -> list[dict]:
     by_pair = {r["pair"]: r for r in base_runs if r.get("pair") is not None}
     by_round = {}
     for r in base_runs:
-        by_round.setdefault((r["scenario"], r["connections"], r["round"]), r)
+        by_round.setdefault((r["scenario"], r["connections"], r["round"], client_of(r)), r)
 
     def base_of(r: dict) -> dict | None:
         # (An earlier run re-read with another --baseline: its pairs were
         # with the old one; fall back to the round.)
         paired = by_pair.get(r["pair"]) if r.get("pair") is not None else None
-        return paired or by_round.get((r["scenario"], r["connections"], r["round"]))
+        return paired or by_round.get((r["scenario"], r["connections"], r["round"], client_of(r)))
 
     # A hosted target's bare run (epoll/composed@container: epoll/composed):
     # the one of its pair, else the bare target's run in the same round.
@@ -49,7 +55,7 @@ def summarize(runs: list[dict], baseline: str | None) -> list[dict]:
     bare_pairs = {}
     for r in runs:
         if r["valid"] and "@" not in r["target"]:
-            bare_runs.setdefault((r["target"], r["scenario"], r["connections"], r["round"]), r)
+            bare_runs.setdefault((r["target"], r["scenario"], r["connections"], r["round"], client_of(r)), r)
             if r.get("pair") is not None:
                 bare_pairs[(r["target"], r["pair"])] = r
 
@@ -58,17 +64,18 @@ def summarize(runs: list[dict], baseline: str | None) -> list[dict]:
         if bare == r["target"]:
             return None
         paired = bare_pairs.get((bare, r["pair"])) if r.get("pair") is not None else None
-        return paired or bare_runs.get((bare, r["scenario"], r["connections"], r["round"]))
+        return paired or bare_runs.get((bare, r["scenario"], r["connections"], r["round"], client_of(r)))
 
     rows = []
-    for (target, scenario, conns), rs in groups.items():
+    for (target, scenario, conns, client), rs in groups.items():
         ok = [r for r in rs if r["valid"]]
         errors: Counter = Counter()
         for r in rs:
             errors.update({k: v for k, v in r["errors"].items() if v})
         limits = Counter(r["limited_by"] for r in ok)
         row = {
-            "target": target, "scenario": scenario, "connections": conns, "pipeline": rs[0]["pipeline"],
+            "target": target, "scenario": scenario, "connections": conns, "client": client,
+            "pipeline": rs[0]["pipeline"],
             "runs": len(rs), "valid_runs": len(ok),
             "rps": spread([r["rps"] for r in ok]),
             "latency_us": {k: s for k in LATENCY_KEYS
@@ -95,6 +102,37 @@ def summarize(runs: list[dict], baseline: str | None) -> list[dict]:
             row["vs_bare"] = _ratios(ok, bare_of)
         rows.append(row)
     return rows
+
+
+AGREEMENT = (("rps", lambda r: r.get("rps")), ("latency_p50_us", lambda r: (r.get("latency_us") or {}).get("50")),
+             ("client_cpu_us_per_req", lambda r: r["client"].get("us_per_req")))
+
+
+def agreement(runs: list[dict], clients: list[str]) -> list[dict]:
+    """With several load clients: per target, scenario, connection count and
+    client after the first, the median over rounds of (this client's run /
+    the first client's run in the same round) for req/s, p50 and client CPU
+    per request: how far the clients agree, and what each costs."""
+    if len(clients) < 2:
+        return []
+    ref = clients[0]
+    by = {(r["target"], r["scenario"], r["connections"], r["round"], client_of(r)): r for r in runs if r["valid"]}
+    out = []
+    seen = sorted({k[:3] for k in by}, key=lambda k: (k[1], k[2], k[0]))
+    for target, scenario, conns in seen:
+        for cl in clients[1:]:
+            pairs = [(by[k], by.get((*k[:4], ref))) for k in by
+                     if k[:3] == (target, scenario, conns) and k[4] == cl]
+            pairs = [(mine, theirs) for mine, theirs in pairs if theirs is not None]
+            if not pairs:
+                continue
+            row = {"target": target, "scenario": scenario, "connections": conns, "client": cl, "reference": ref,
+                   "rounds": len(pairs)}
+            for name, get in AGREEMENT:
+                ratios = [get(m) / get(t) for m, t in pairs if get(m) is not None and get(t)]
+                row[name] = statistics.median(ratios) if ratios else None
+            out.append(row)
+    return out
 
 
 def _ratios(runs: list[dict], partner_of) -> dict:
@@ -132,5 +170,5 @@ def compare(old: dict, new_rows: list[dict], old_path: str) -> dict:
             change = (nm / om - 1) if om and nm is not None else None
             significant = bool(a and b and (b["min"] > a["max"] or b["max"] < a["min"]))
             out.append({"target": row["target"], "scenario": row["scenario"], "connections": row["connections"],
-                        "metric": name, "old": om, "new": nm, "change": change, "significant": significant})
+                        "client": client_of(row), "metric": name, "old": om, "new": nm, "change": change, "significant": significant})
     return {"old": old_path, "old_started": old.get("started"), "rows": out}
