@@ -352,9 +352,8 @@ class ResultsFiles(CompareTestCase):
         self.assertEqual(by_id(results)["floor"].get("kind"), "floor")
         self.assertEqual(by_id(results)[self.NAME].get("kind"), "contender")
         self.assertEqual(by_id(results)["epoll/composed"].get("kind"), "model")
-        # floor answers plaintext only; the others both scenarios
-        self.assertEqual({r["scenario"] for r in rows_of(results, "floor")}, {"plaintext"})
-        for tid in ("epoll/composed", self.NAME):
+        # every target answers both scenarios, the floor too (its canned /json response)
+        for tid in ("epoll/composed", "floor", self.NAME):
             self.assertEqual({r["scenario"] for r in rows_of(results, tid)}, {"plaintext", "json"}, tid)
         # Every valid run is counted in its summary row.
         for row in results["summary"]:
@@ -368,17 +367,15 @@ class ResultsFiles(CompareTestCase):
 
         # Ratios to the baseline (--baseline floor; one round: exactly the ratio of the medians).
         self.assertEqual(results["baseline"], "floor")
-        floor_row = rows_of(results, "floor")[0]
-        self.assertTrue(math.isclose(floor_row["vs_baseline"].get("rps"), 1.0, rel_tol=1e-9),
-                        f"the baseline's own ratio: {floor_row['vs_baseline']}")
+        floor_rows = {r["scenario"]: r for r in rows_of(results, "floor")}
+        for floor_row in floor_rows.values():
+            self.assertTrue(math.isclose(floor_row["vs_baseline"].get("rps"), 1.0, rel_tol=1e-9),
+                            f"the baseline's own ratio: {floor_row['vs_baseline']}")
         for row in results["summary"]:
             ratio = (row.get("vs_baseline") or {}).get("rps")
-            if row["scenario"] == "json":
-                self.assertIsNone(ratio, f"{row['target']} json: no floor row to compare with: {ratio}")
-            else:
-                want = row["rps"]["median"] / floor_row["rps"]["median"]
-                self.assertTrue(ratio is not None and math.isclose(ratio, want, rel_tol=1e-6),
-                                f"{row['target']} plaintext vs floor: {ratio}, expected {want}")
+            want = row["rps"]["median"] / floor_rows[row["scenario"]]["rps"]["median"]
+            self.assertTrue(ratio is not None and math.isclose(ratio, want, rel_tol=1e-6),
+                            f"{row['target']} {row['scenario']} vs floor: {ratio}, expected {want}")
 
         header, rows = cmptest.read_csv(run.out / "results.csv")
         for col in ("target", "scenario", "connections"):

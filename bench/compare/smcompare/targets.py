@@ -177,10 +177,9 @@ class ModelTarget(Target):
     def __init__(self, name: str, binary: Path, mode: str | None, requested: bool) -> None:
         kind = "floor" if name == "floor" else "model"
         tid = name if mode is None else f"{name}/{mode}"
-        label = ("bench/floor: no-parse responder, one canned plaintext response per request"
+        label = ("bench/floor: no-parse responder, one canned response per request (the /json one for /json)"
                  if kind == "floor" else f"{binary.name} --mode {mode}")
-        super().__init__(id=tid, name=name, kind=kind, mode=mode, label=label, requested=requested,
-                         paths=("/plaintext",) if kind == "floor" else ("/plaintext", "/json"))
+        super().__init__(id=tid, name=name, kind=kind, mode=mode, label=label, requested=requested)
         self.binary = binary
         self.ready_line = ""
 
