@@ -544,6 +544,39 @@ class Interrupt(CompareTestCase):
         self.interrupt("sigterm")
 
 
+class Checks(CompareTestCase):
+    def test_check_file(self) -> None:
+        """--check FILE: each check against the rows it matches, PASS/FAIL listed and in results.json;
+        a failed one, or one matching no row, makes the exit code 1; --from re-checks an earlier run."""
+        checks = self.s.tmp / "checks.txt"
+        checks.write_text("# comment\n"
+                          "epoll plaintext rps <= 1000   # holds: a model is not 1000x the floor\n"
+                          "epoll/composed plaintext:4 server_cpu_us_per_req >= 1000\n"
+                          "epoll json rps >= 0.001\n"
+                          "* plaintext:4 latency_p99_us within 1000\n")
+        run = self.s.run(TINY + ["--targets", "epoll,floor", "--modes", "composed", "--scenarios", "plaintext",
+                                 "--connections", "4", "--baseline", "floor", "--check", str(checks)])
+        self.assertExit(run, 1)
+        results = self.results(run)
+        self.assertValid(results, run)
+        got = [(c["check"], c["target"], c["passed"]) for c in results["checks"]]
+        self.assertEqual(got, [
+            ("epoll plaintext rps <= 1000", "epoll/composed", True),
+            ("epoll/composed plaintext:4 server_cpu_us_per_req >= 1000", "epoll/composed", False),
+            ("epoll json rps >= 0.001", None, False),              # json was not run: no row
+            ("* plaintext:4 latency_p99_us within 1000", "epoll/composed", True),   # not the baseline's own row
+        ], results["checks"])
+        row = next(r for r in results["summary"] if r["target"] == "epoll/composed")
+        self.assertEqual(results["checks"][0]["ratio"], row["vs_baseline"]["rps"])
+        self.assertIn("FAIL  epoll/composed plaintext:4 server_cpu_us_per_req >= 1000", run.stdout)
+        self.assertIn("2 passed, 2 failed", run.stdout)
+        passing = self.s.tmp / "passing.txt"
+        passing.write_text("epoll plaintext rps <= 1000\n")
+        again = self.s.run(["--from", str(run.out / "results.json"), "--check", str(passing)], out=None)
+        self.assertExit(again, 0)
+        self.assertIn("1 passed, 0 failed", again.stdout)
+
+
 class BadUsage(CompareTestCase):
     """Usage errors exit 2, name the problem on stderr, and start nothing."""
 
@@ -576,10 +609,19 @@ class BadUsage(CompareTestCase):
             "unknown scenario": (["--scenarios", "xml"], ["--scenarios"]),
             "zero timeout": (["--timeout", "0"], ["--timeout"]),
             "unknown pairing": (["--pairing", "random"], ["--pairing"]),
+            "check file missing": (["--check", str(self.s.tmp / "none.txt")], ["none.txt", "cannot read"]),
+            "check line malformed": (["--check", self.check_file("epoll plaintext rps <= 1\nepoll plaintext\n")],
+                                     [":2:", "TARGET SCENARIO METRIC OP VALUE"]),
+            "check metric unknown": (["--check", self.check_file("epoll plaintext speed >= 1\n")], ["'speed'"]),
         }
         for what, (args, words) in cases.items():
             with self.subTest(what):
                 self.check_usage_error(["--targets", "epoll"] + args, words)
+
+    def check_file(self, text: str) -> str:
+        path = self.s.tmp / f"checks-{abs(hash(text))}.txt"
+        path.write_text(text)
+        return str(path)
 
     def test_malformed_contender(self) -> None:
         with self.subTest("no '='"):

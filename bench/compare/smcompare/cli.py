@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import clients, envinfo, output, procs, wine
+from . import checks, clients, envinfo, output, procs, wine
 from .measure import Load, Scenario, run_once
 from .models import BY_NAME
 from .summary import agreement, compare, summarize
@@ -22,7 +22,7 @@ from .targets import (ALL_TARGETS, DEFAULT_TARGETS, REPO_ROOT, WINE_MODELS, Cont
                       ModelTarget, NginxTarget, Placement, StartError, Target, parse_contender)
 from .util import Interrupted, SetupError, cpu_list, fmt_duration, log, parse_cpu_list
 
-EXIT_OK, EXIT_SETUP, EXIT_PROBLEMS, EXIT_INTERRUPTED = 0, 2, 3, 130
+EXIT_OK, EXIT_CHECK, EXIT_SETUP, EXIT_PROBLEMS, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 TECHEMPOWER = {"plain": (16, 32, 64, 128, 256, 512), "pipelined": (256, 1024, 4096, 16384)}
 QUICK = {"rounds": 3, "duration": 1.0, "warmup": 0.5, "modes": "composed"}
 FULL = {"rounds": 5, "duration": 5.0, "warmup": 1.0, "modes": "composed,cached"}
@@ -38,13 +38,15 @@ examples:
   bench/compare/compare --server-prefix 'ip netns exec srv' --client-prefix 'ip netns exec cli' \\
       --target-host 10.0.0.1
   bench/compare/compare --from OLD/results.json --compare OLDER/results.json
+  bench/compare/compare --targets epoll,floor --baseline floor --check bench/compare/checks/syscall-floor.txt
   bench/compare/compare --targets epoll,uring --hosting bare,container,bridged,proxied --pairing adjacent
   bench/compare/compare --targets iocp,epoll          # server-iocp.exe under Wine (not a Windows measurement)
   bench/compare/compare --targets floor,epoll --client loadgen,wrk --connections 1,64
                                                       # the clients side by side: agreement, client CPU
 
-exit codes: 0 done; 2 setup or usage error; 3 invalid runs, or a requested
-target skipped or failed; 130 interrupted (what was measured is written).
+exit codes: 0 done; 1 a --check failed; 2 setup or usage error; 3 invalid
+runs, or a requested target skipped or failed; 130 interrupted (what was
+measured is written).
 See bench/compare/README.md for what every column means.
 """
 
@@ -142,10 +144,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                                            "(default: bench/results/compare-DATE-TIME)")
     o.add_argument("--compare", type=Path, metavar="OLD.json",
                    help="show the change from an earlier results.json, flagging changes beyond both spreads")
+    o.add_argument("--check", action="append", default=[], type=Path, metavar="FILE",
+                   help="pass/fail targets on the ratios, one 'TARGET SCENARIO METRIC OP VALUE' per line "
+                        "(e.g. 'epoll plaintext server_cpu_us_per_req <= 1.02'; bench/compare/checks/ has "
+                        "examples, README 'Checks' the rules); a failed one makes the exit code 1; repeatable")
     o.add_argument("--from", dest="from_", type=Path, metavar="RESULTS.json",
                    help="measure nothing: print and re-render an earlier results.json (into --out if given)")
     a = ap.parse_args(argv)
     try:
+        a.checks = [c for path in a.check for c in checks.load(path)]
         _resolve(a)
     except ValueError as e:
         ap.error(str(e))
@@ -514,6 +521,8 @@ def finish(results: dict, a: argparse.Namespace) -> int:
     """Summary, comparison, files, table; the exit code."""
     results["summary"] = summarize(results["runs"], results["baseline"])
     results["agreement"] = agreement(results["runs"], results["config"].get("clients") or ["loadgen"])
+    if a.checks:
+        results["checks"] = checks.evaluate(a.checks, results)
     if a.compare:
         try:
             old = json.loads(a.compare.read_text())
@@ -537,6 +546,7 @@ def finish(results: dict, a: argparse.Namespace) -> int:
           f"{results['baseline'] or 'none'}")
     print(output.table(results), end="")
     print(output.agreement(results), end="")
+    print(checks.text(results), end="")
     notes = output.problems(results)
     if notes:
         print("\n" + notes, end="")
@@ -550,7 +560,9 @@ def finish(results: dict, a: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     bad_runs = any(not r["valid"] for r in results["runs"])
     bad_requested = any(t["requested"] and t["status"] in ("skipped", "failed") for t in results["targets"])
-    return EXIT_PROBLEMS if bad_runs or bad_requested else EXIT_OK
+    if bad_runs or bad_requested:
+        return EXIT_PROBLEMS
+    return EXIT_CHECK if any(not c["passed"] for c in results.get("checks") or []) else EXIT_OK
 
 
 def main(argv: list[str]) -> int:
