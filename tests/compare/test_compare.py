@@ -544,6 +544,55 @@ class Interrupt(CompareTestCase):
         self.interrupt("sigterm")
 
 
+class FixedLoad(CompareTestCase):
+    def test_rates(self) -> None:
+        """--rates 0.1,0.25,50M against server-epoll: below saturation each run achieves its offered rate
+        within 2% with corrected and uncorrected latency recorded; 50M req/s is reported saturated, with
+        no latency; pipelined scenarios are not run at a rate; the chart and table are in report.html."""
+        run = self.s.run(["--rounds", "1", "--duration", "1", "--warmup", "0.2", "--pause", "0",
+                          "--targets", "epoll", "--modes", "composed", "--scenarios", "plaintext,pipelined",
+                          "--connections", "4", "--pipeline-connections", "8", "--depth", "4",
+                          "--rates", "0.1,0.25,50M"])
+        self.assertExit(run, 0)
+        results = self.results(run)
+        self.assertValid(results, run)
+        self.assertEqual(results["config"]["rates"], ["0.1", "0.25", "50M"])
+        closed = next(r for r in results["runs"] if r["scenario"] == "plaintext")
+        fixed = results["fixed_runs"]
+        self.assertEqual(sorted((r["scenario"], r["rate"]) for r in fixed),
+                         [("plaintext", "0.1"), ("plaintext", "0.25"), ("plaintext", "50M")],
+                         "one run per rate, none pipelined")
+        for r in fixed:
+            self.assertTrue(r["valid"], r["problems"])
+            self.assertIn("--rate", r["commands"]["client"])
+            if r["rate"] == "50M":
+                self.assertEqual(r["offered_rps"], 50e6)
+                self.assertTrue(r["saturated"], r)
+                continue
+            self.assertAlmostEqual(r["offered_rps"], float(r["rate"]) * closed["rps"], delta=1.0)
+            self.assertFalse(r["saturated"], r)
+            self.assertLessEqual(abs(r["rps"] / r["offered_rps"] - 1), 0.02, r)
+            for k in ("50", "99", "99.9"):
+                self.assertIn(k, r["latency_us"])
+                self.assertIn(k, r["latency_uncorrected_us"])
+            # From the intended send time, never shorter than from the real one.
+            self.assertGreaterEqual(r["latency_us"]["50"], r["latency_uncorrected_us"]["50"])
+        rows = {r["rate"]: r for r in results["fixed_load"]}
+        self.assertEqual(set(rows), {"0.1", "0.25", "50M"})
+        self.assertTrue(rows["50M"]["saturated"])
+        self.assertEqual(rows["50M"]["latency_us"], {})
+        self.assertFalse(rows["0.25"]["saturated"])
+        self.assertIn("99.9", rows["0.25"]["latency_us"])
+        self.assertIn("at fixed rates", run.stdout)
+        self.assertIn("saturated", run.stdout)
+        report = (run.out / "report.html").read_text()
+        section = report[report.index('<section id="fixed-load">'):]
+        section = section[:section.index("</section>")]
+        self.assertIn("<svg", section)
+        self.assertIn("polyline", section)
+        self.assertIn("saturated", section)
+
+
 class Checks(CompareTestCase):
     def test_check_file(self) -> None:
         """--check FILE: each check against the rows it matches, PASS/FAIL listed and in results.json;

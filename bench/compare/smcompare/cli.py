@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import checks, clients, envinfo, output, procs, wine
+from . import checks, clients, envinfo, fixedload, output, procs, wine
 from .measure import Load, Scenario, run_once
 from .models import BY_NAME
 from .summary import agreement, compare, summarize
@@ -80,6 +80,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     g.add_argument("--pipeline-connections", default="256", help="connection counts with pipelining (default: %(default)s)")
     g.add_argument("--depth", type=int, default=16, help="requests per write when pipelined (default: %(default)s)")
     g.add_argument("--baseline", help="target the ratios are against (default: nginx, else the first model)")
+    g.add_argument("--rates", metavar="LIST",
+                   help="after the closed-loop runs, run every target again at these fixed request rates "
+                        "with loadgen's open loop (coordinated omission corrected): a value <= 1 is a fraction "
+                        "of the target's own req/s in this comparison (0.25,0.5,0.75,0.9), above 1 requests/s "
+                        "(20000 or 20k); a latency-vs-throughput chart per scenario in the report; pipelined "
+                        "scenarios are not run at a rate (see README, 'Latency at a fixed load')")
     g.add_argument("--client", default="loadgen",
                    help="load client(s), comma list of loadgen, wrk, h2load; with several, every target is "
                         "measured with each, shown side by side with their agreement and client CPU ratio "
@@ -231,6 +237,7 @@ def _resolve(a: argparse.Namespace) -> None:
     a.listen = a.server_address or (a.target_host if loopback else ("::" if ":" in a.target_host else "0.0.0.0"))
     a.loadgen = a.loadgen or a.build_dir / "bench" / "loadgen" / "loadgen"
     a.client_names = clients.parse_list(a.client)
+    a.rate_list = fixedload.parse_rates(a.rates) if a.rates else []
 
 
 def _cpus(text: str | None, default: list[int], opt: str, allowed: list[int]) -> list[int] | None:
@@ -406,7 +413,7 @@ def now_iso() -> str:
 
 def measure(a: argparse.Namespace) -> tuple[dict, bool]:
     """Run the whole comparison; (results, interrupted)."""
-    if "loadgen" in a.client_names and not a.loadgen.exists():
+    if ("loadgen" in a.client_names or a.rate_list) and not a.loadgen.exists():
         raise SetupError(f"loadgen not found at {a.loadgen}; build it first:\n"
                          "  cmake --preset release && cmake --build --preset release\n"
                          "(or run scripts/compare.sh, which does that), or pass --build-dir/--loadgen")
@@ -443,6 +450,7 @@ def measure(a: argparse.Namespace) -> tuple[dict, bool]:
         # off the server's CPUs.
         os.sched_setaffinity(0, a.client_cpu_list)
     runs: list[dict] = []
+    fixed_runs: list[dict] = []
     interrupted = False
     log(f"compare: writing to {a.out}")
     try:
@@ -464,6 +472,23 @@ def measure(a: argparse.Namespace) -> tuple[dict, bool]:
             if a.pause:
                 time.sleep(a.pause)
         progress.finish()
+        if a.rate_list:
+            # Open-loop runs are loadgen's (neither wrk nor h2load keeps a
+            # constant rate); fractions are of the first client's req/s.
+            rater = next((c for c in load_clients if c.name == "loadgen"), None) or clients.make("loadgen", exes["loadgen"])
+            fplan, notes = fixedload.make_plan(live, a.scenario_list, a.rounds, a.rate_list,
+                                               fixedload.maxima(runs, load_clients[0].name))
+            for note in notes:
+                log(f"note: {note}")
+            progress = Progress(len(fplan), a.warmup + a.duration + a.pause + 0.5)
+            for rnd, sc, conns, t, rate in fplan:
+                progress.show(f"round {rnd}/{a.rounds} {sc.name} c{conns} {rate[1]:.0f}/s {t.id}")
+                fixed_runs.append(run_once(t, place, load, rater, sc, conns, rnd, time.monotonic() - t0,
+                                           None, rate))
+                progress.done += 1
+                if a.pause:
+                    time.sleep(a.pause)
+            progress.finish()
     except (KeyboardInterrupt, Interrupted):
         interrupted = True
         sys.stderr.write("\n")
@@ -502,7 +527,8 @@ def measure(a: argparse.Namespace) -> tuple[dict, bool]:
                    "client_threads": a.client_threads, "target_host": a.target_host,
                    "server_address": a.listen, "server_prefix": a.server_prefix_list,
                    "client_prefix": a.client_prefix_list, "server_remote": a.remote, "modes": a.modes,
-                   "engine": a.engine, "clients": a.client_names, "scenarios": [s.as_json() for s in a.scenario_list],
+                   "engine": a.engine, "clients": a.client_names, "rates": [w for w, _ in a.rate_list],
+                   "scenarios": [s.as_json() for s in a.scenario_list],
                    "hosting": a.hosting_list, "container_engine": a.container_engine, "image": a.image,
                    "build_dir": str(a.build_dir)},
         "baseline": None,
@@ -512,6 +538,7 @@ def measure(a: argparse.Namespace) -> tuple[dict, bool]:
                      "scenarios": t.scenarios} for t in targets],
         "runs": runs,
         "summary": [],
+        **({"fixed_runs": fixed_runs, "fixed_load": []} if a.rate_list else {}),
     }
     results["baseline"] = pick_baseline(a.baseline, targets, a.modes)
     return results, interrupted
@@ -521,6 +548,8 @@ def finish(results: dict, a: argparse.Namespace) -> int:
     """Summary, comparison, files, table; the exit code."""
     results["summary"] = summarize(results["runs"], results["baseline"])
     results["agreement"] = agreement(results["runs"], results["config"].get("clients") or ["loadgen"])
+    if "fixed_runs" in results:
+        results["fixed_load"] = fixedload.summarize(results["fixed_runs"])
     if a.checks:
         results["checks"] = checks.evaluate(a.checks, results)
     if a.compare:
@@ -546,6 +575,7 @@ def finish(results: dict, a: argparse.Namespace) -> int:
           f"{results['baseline'] or 'none'}")
     print(output.table(results), end="")
     print(output.agreement(results), end="")
+    print(output.fixed_load(results), end="")
     print(checks.text(results), end="")
     notes = output.problems(results)
     if notes:
@@ -558,7 +588,7 @@ def finish(results: dict, a: argparse.Namespace) -> int:
         print(f"report: {a.out / 'report.html'}")
     if results["ended"] == "interrupted":
         return EXIT_INTERRUPTED
-    bad_runs = any(not r["valid"] for r in results["runs"])
+    bad_runs = any(not r["valid"] for r in [*results["runs"], *results.get("fixed_runs", [])])
     bad_requested = any(t["requested"] and t["status"] in ("skipped", "failed") for t in results["targets"])
     if bad_runs or bad_requested:
         return EXIT_PROBLEMS

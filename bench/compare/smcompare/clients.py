@@ -81,7 +81,8 @@ class Client:
         """An unmeasured run before the measured one, or None (warms up within it)."""
         return None
 
-    def command(self, url: str, sc, conns: int, load, out: Path) -> list[str]:
+    def command(self, url: str, sc, conns: int, load, out: Path, rate: float | None = None) -> list[str]:
+        """The measured run; rate: an open loop at that many requests/s (loadgen only)."""
         raise NotImplementedError
 
     def parse(self, stdout: str, out: Path) -> dict:
@@ -99,7 +100,7 @@ class Loadgen(Client):
     def version(self) -> str | None:
         return _version([self.exe, "--version"])
 
-    def command(self, url: str, sc, conns: int, load, out: Path) -> list[str]:
+    def command(self, url: str, sc, conns: int, load, out: Path, rate: float | None = None) -> list[str]:
         body = load.expected_body(sc.path)
         expect = ["--expect-json", body] if sc.path == "/json" else ["--expect-body", body]
         cmd = [self.exe, "-t", str(self.threads(load, conns)), "-c", str(conns),
@@ -108,6 +109,8 @@ class Loadgen(Client):
                "--engine", load.engine, "--json", str(out), "-q", "--announce"]
         if load.client_cpus:
             cmd += ["--cpus", ",".join(map(str, load.client_cpus))]
+        if rate is not None:
+            cmd += ["--rate", f"{rate:.6g}"]
         return [*cmd, url]
 
     def parse(self, stdout: str, out: Path) -> dict:
@@ -125,6 +128,12 @@ def parse_loadgen(doc: dict) -> dict:
         r["latency_us"]["max"] = lat.get("max_us")
         r["latency_us"]["mean"] = lat.get("mean_us")
     r["latency_curve"] = [[float(s["percentile"]), float(s["value_us"])] for s in lat.get("spectrum") or []]
+    # An open loop (--rate): latency above is from each request's intended
+    # send time (coordinated omission corrected); this one from its real one.
+    unc = doc.get("latency_uncorrected") or {}
+    if unc:
+        r["latency_uncorrected_us"] = {k: float(v) for k, v in (unc.get("percentiles_us") or {}).items()}
+        r["latency_uncorrected_us"].update(max=unc.get("max_us"), mean=unc.get("mean_us"))
     r["errors"] = {k: int(v) for k, v in (doc.get("errors") or {}).items()}
     r["status"] = {k: int(v) for k, v in (doc.get("status") or {}).items()}
     r["error_messages"] = doc.get("error_messages") or {}
@@ -163,7 +172,7 @@ class Wrk(Client):
             self.note_once(f"wrk takes whole seconds: a {load.warmup:g} s warm-up is left out")
         return self._base(url, sc, conns, load, n) if n else None
 
-    def command(self, url: str, sc, conns: int, load, out: Path) -> list[str]:
+    def command(self, url: str, sc, conns: int, load, out: Path, rate: float | None = None) -> list[str]:
         return self._base(url, sc, conns, load, self._seconds("--duration", load.duration, 1))
 
     def parse(self, stdout: str, out: Path) -> dict:
@@ -216,7 +225,7 @@ class H2load(Client):
     def warmup_command(self, url: str, sc, conns: int, load) -> list[str] | None:
         return self._base(url, sc, conns, load, load.warmup) if load.warmup > 0 else None
 
-    def command(self, url: str, sc, conns: int, load, out: Path) -> list[str]:
+    def command(self, url: str, sc, conns: int, load, out: Path, rate: float | None = None) -> list[str]:
         self.note_once("h2load reports no latency percentiles: its rows show mean and max only")
         return self._base(url, sc, conns, load, load.duration)
 

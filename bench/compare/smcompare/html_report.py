@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from . import summary, util
+from .measure import RATE_SHORTFALL
 
 Json = dict[str, Any]
 Cell = str | tuple[str, str]
@@ -413,6 +414,70 @@ def latency_chart(series: list[tuple[str, str, bool, list[tuple[float, float, fl
     return "".join(out)
 
 
+DASHES = {"50": "", "99": "6 3", "99.9": "2 3"}
+
+
+def load_chart(series: list[tuple[str, str, list[tuple[float, dict[str, float] | None]]]]) -> str:
+    """Latency against offered load. series: (label, colour, [(offered req/s,
+    {"50": us, "99": us, "99.9": us} or None when saturated)]); one line per
+    target and percentile (p50 solid, p99 dashed, p99.9 dotted), a saturated
+    point a hollow mark on the top edge."""
+    width, height, left, right, top, bottom = 640, 320, 64, 28, 22, 282
+    # The x axis spans the rates a target took, with room for the first it
+    # could not: a saturated point far beyond (an absolute 10M) sits on the
+    # right edge instead of squeezing the others into a corner.
+    calm_x = [x for *_, pts in series for x, lat in pts if lat]
+    over_x = [x for *_, pts in series for x, lat in pts if not lat]
+    reach = max(calm_x, default=0.0)
+    beyond = min((x for x in over_x if x > reach), default=reach)
+    xticks = nice_ticks(min(beyond, reach * 1.5) if reach else max(over_x, default=1.0))
+    xmax = xticks[-1]
+    values = [v for *_, pts in series for _, lat in pts if lat for v in lat.values() if v > 0]
+    lo, hi = (min(values), max(values)) if values else (1.0, 10.0)
+    ymin, ymax = lo / 1.3, max(hi * 1.3, lo * 10)
+    decades = range(math.floor(math.log10(ymin)), math.ceil(math.log10(ymax)) + 1)
+    steps = (1, 2, 5) if ymax / ymin < 1e4 else (1,)
+    yticks = [m * 10 ** k for k in decades for m in steps if ymin <= m * 10 ** k <= ymax]
+
+    def sx(x: float) -> float:
+        return round(left + (width - left - right) * min(x, xmax) / xmax, 1)
+
+    def sy(v: float) -> float:
+        return round(bottom - (bottom - top) * math.log10(max(v, ymin) / ymin) / math.log10(ymax / ymin), 1)
+
+    out = [f'<svg viewBox="0 0 {width} {height}" role="img" aria-label="latency against offered load">']
+    for t in xticks:
+        out.append(f'<line class="grid" x1="{sx(t)}" y1="{top}" x2="{sx(t)}" y2="{bottom}"/><text class="axis"'
+                   f' x="{sx(t)}" y="{bottom + 14}" text-anchor="middle">{esc(tick_text(fmt_rate(t)))}</text>')
+    for t in yticks:
+        out.append(f'<line class="grid" x1="{left}" y1="{sy(t)}" x2="{width - right}" y2="{sy(t)}"/>'
+                   f'<text class="axis" x="{left - 5}" y="{sy(t) + 4}" text-anchor="end">'
+                   f'{esc(tick_text(fmt_latency(t)))}</text>')
+    out.append(f'<text class="axis" x="{(left + width) / 2}" y="{height - 4}" text-anchor="middle">offered '
+               'requests/s (latency axis: log scale; p50 solid, p99 dashed, p99.9 dotted; '
+               '\u25cb at the top: saturated)</text>')
+    for label, colour, pts in series:
+        pts = sorted(pts)
+        out.append(f"<g><title>{esc(label)}</title>")
+        for k, dash in DASHES.items():
+            calm = [(x, lat[k]) for x, lat in pts if lat and k in lat]
+            if len(calm) > 1:
+                coords = " ".join(f"{sx(x)},{sy(v)}" for x, v in calm)
+                out.append(f'<polyline points="{coords}" fill="none" stroke="{colour}" stroke-width="1.8"'
+                           + (f' stroke-dasharray="{dash}"' if dash else "") + "/>")
+            for x, v in calm:
+                out.append(f'<circle cx="{sx(x)}" cy="{sy(v)}" r="2.4" fill="{colour}"><title>'
+                           f'{esc(f"{label} at {fmt_rate(x)}/s: p{k} {fmt_latency(v)}")}</title></circle>')
+        for x, lat in pts:
+            if lat is None:
+                out.append(f'<circle cx="{sx(x)}" cy="{top - 8}" r="4" fill="none" stroke="{colour}" '
+                           f'stroke-width="1.6"><title>{esc(f"{label} at {fmt_rate(x)}/s: saturated")}</title>'
+                           "</circle>")
+        out.append("</g>")
+    out.append("</svg>")
+    return "".join(out)
+
+
 def legend(items: Iterable[tuple[str, str, bool]]) -> str:
     lis = "".join(f'<li title="{esc(label)}"><span style="background:{colour};height:{".5em" if base else ".3em"}'
                   f'"></span>{esc(truncate(label, 40))}{" <b>(baseline)</b>" if base else ""}</li>'
@@ -514,6 +579,52 @@ def section_latency(results: Json, ctx: Ctx) -> str:
         parts.append(f'<div class="chart"><h4>{esc(group_title(key, rows, results))}</h4>{body}{caveats}</div>')
     if len(parts) == 1:
         parts.append('<p class="muted">No latency data.</p>')
+    return "".join(parts) + "</section>"
+
+
+def section_fixed_load(results: Json, ctx: Ctx) -> str:
+    """--rates: latency against offered load per scenario and connection count, and the table."""
+    rows = [r for r in results.get("fixed_load") or [] if isinstance(r, dict)]
+    if not rows:
+        return ""
+    parts = ['<section id="fixed-load"><h2>Latency at a fixed load</h2><p>Each target at the rates of '
+             '<code>--rates</code> (loadgen\'s open loop: latency from each request\'s intended send time, '
+             'so coordinated omission is corrected; the uncorrected figure in brackets). The knee is where a '
+             'line turns up; a rate the target could not take (achieved below '
+             f'{100 - int(RATE_SHORTFALL * 100)}% of offered) is marked saturated, with no latency.</p>']
+    groups: dict[tuple[str, int], list[Json]] = {}
+    for r in rows:
+        groups.setdefault((str(r.get("scenario")), int(r.get("connections") or 0)), []).append(r)
+    for (scenario, conns), rs in groups.items():
+        by_target: dict[str, list[Json]] = {}
+        for r in rs:
+            by_target.setdefault(str(r.get("target")), []).append(r)
+        series = []
+        for tid, trs in sorted(by_target.items(), key=lambda kv: ctx.order.get(kv[0], 0)):
+            pts = [(med(r.get("offered_rps")) or 0.0,
+                    None if r.get("saturated") else {k: med(v) for k, v in (r.get("latency_us") or {}).items()
+                                                     if med(v) is not None}) for r in trs]
+            series.append((ctx.shown(tid), ctx.colours.get(tid, "#888"), pts))
+        table_rows = []
+        for r in sorted(rs, key=lambda r: (ctx.order.get(str(r.get("target")), 0), med(r.get("offered_rps")) or 0)):
+            lat, unc = r.get("latency_us") or {}, r.get("latency_uncorrected_us") or {}
+
+            def cell(k: str) -> Cell:
+                if r.get("saturated"):
+                    return "<b>saturated</b>"
+                if k not in lat:
+                    return MISSING
+                extra = f' <span class="muted">[{esc(fmt_latency(med(unc[k])))}]</span>' if k in unc else ""
+                return num(esc(fmt_latency(med(lat[k]))) + extra)
+            table_rows.append(("warn" if r.get("saturated") else "", [
+                esc(ctx.shown(str(r.get("target")))), esc(r.get("rate")), num(esc(fmt_rate(med(r.get("offered_rps"))))),
+                num(fmt_spread(r.get("rps"), fmt_rate)), num(esc(fmt_ratio(med(r.get("achieved"))))),
+                cell("50"), cell("99"), cell("99.9"),
+                num(f"{esc(r.get('valid_runs'))}/{esc(r.get('runs'))}")]))
+        parts.append(f'<h3>{esc(scenario)}: {conns} connections</h3><div class="chart">{load_chart(series)}'
+                     + legend((label, colour, False) for label, colour, _ in series) + "</div>"
+                     + table(["target", "rate", "offered/s", "achieved/s", "x offered", "p50", "p99", "p99.9",
+                              "valid/runs"], table_rows))
     return "".join(parts) + "</section>"
 
 
@@ -684,7 +795,7 @@ def render(results: dict) -> str:
     """Return report.html for a results dict as described by results.schema.json."""
     ctx = make_ctx(results)
     body = "".join([section_header(results, ctx), section_notices(results, ctx), section_charts(results, ctx),
-                    section_latency(results, ctx), section_summary(results, ctx), section_clients(results, ctx),
+                    section_latency(results, ctx), section_fixed_load(results, ctx), section_summary(results, ctx), section_clients(results, ctx),
                     section_comparison(results, ctx),
                     section_environment(results, ctx),
                     f'<section id="how"><h2>How to read this</h2><p>{esc(HOW_TO_READ)}</p></section>'])

@@ -20,6 +20,7 @@ SATURATED = 0.90        # a side using this share of its CPUs limited the run
 NOISE_BUSY = 0.10       # a pinned core this busy with other work: noisy
 NOISE_STEAL = 0.05      # ... or this much stolen by the hypervisor
 CURVE_POINTS = (0.0, 10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99, 99.995, 99.999, 100.0)
+RATE_SHORTFALL = 0.02   # a fixed-load run this far below its offered rate: the server could not take it
 ERROR_CLASSES = ("connect", "read", "write", "timeout", "malformed", "non_2xx", "body")
 
 
@@ -149,8 +150,9 @@ def _curve(spectrum: list[list[float]]) -> list[list[float]]:
 
 
 def run_once(target: Target, place: Placement, load: Load, client: Client, sc: Scenario, conns: int, rnd: int,
-             at: float, pair: int | None = None) -> dict:
-    """Start target fresh, measure one run of the client against it, stop it."""
+             at: float, pair: int | None = None, rate: tuple[str, float] | None = None) -> dict:
+    """Start target fresh, measure one run of the client against it, stop it.
+    rate: (as asked, requests/s) for a fixed-load run (fixedload.py)."""
     rec: dict = {"target": target.id, "scenario": sc.name, "connections": conns, "pipeline": sc.pipeline,
                  "round": rnd, "pair": pair, "port": None, "at_s": round(at, 3), "valid": False, "problems": [], "noisy": [],
                  "duration_s": None, "requests": None, "rps": None, "latency_us": {}, "latency_curve": [],
@@ -162,6 +164,8 @@ def run_once(target: Target, place: Placement, load: Load, client: Client, sc: S
                             "us_per_req": None, "util": None, "engine": None, "exit": None, "note": None},
                  "proxy": None,
                  "commands": {"server": None, "client": [], "warmup": None}}
+    if rate is not None:
+        rec.update(rate=rate[0], offered_rps=rate[1], latency_uncorrected_us={}, saturated=None)
     try:
         target.start(place)
     except StartError as e:
@@ -174,7 +178,7 @@ def run_once(target: Target, place: Placement, load: Load, client: Client, sc: S
     if len(ports) > 1:
         rec["upstream_port"] = ports[1]
     try:
-        _measure(target, place, load, client, sc, conns, rnd, rec)
+        _measure(target, place, load, client, sc, conns, rnd, rec, None if rate is None else rate[1])
     finally:
         rc = target.stop()
         if rc not in (0, None) and not rec["problems"]:
@@ -197,11 +201,11 @@ def _warm_up(cmd: list[str], load: Load, tag: str, rec: dict) -> bool:
 
 
 def _measure(target: Target, place: Placement, load: Load, client: Client, sc: Scenario, conns: int, rnd: int,
-             rec: dict) -> None:
-    tag = f"{target.id}-{sc.name}-c{conns}-r{rnd}-{client.name}".replace("/", "_")
-    out = load.tmp / f"{tag}.json"
+             rec: dict, rate: float | None) -> None:
+    tag = f"{target.id}-{sc.name}-c{conns}-r{rnd}-{client.name}" + (f"-rate{rate:.0f}" if rate else "")
+    out = load.tmp / f"{tag.replace('/', '_')}.json"
     url = load.url(place.target_host, target.port, sc.path)
-    cmd = load.placed(client.command(url, sc, conns, load, out))
+    cmd = load.placed(client.command(url, sc, conns, load, out, rate))
     rec["commands"]["client"] = cmd
     warm = client.warmup_command(url, sc, conns, load)
     if warm is not None and not _warm_up(load.placed(warm), load, tag, rec):
@@ -246,6 +250,9 @@ def _from_result(res: dict, rec: dict, client: Client, load: Load, conns: int) -
     for k in ("duration_s", "requests", "rps", "latency_us", "errors", "status"):
         rec[k] = res[k]
     rec["latency_curve"] = _curve(res["latency_curve"])
+    if "offered_rps" in rec:
+        rec["latency_uncorrected_us"] = res.get("latency_uncorrected_us") or {}
+        rec["saturated"] = bool(rec["rps"] is not None and rec["rps"] < rec["offered_rps"] * (1 - RATE_SHORTFALL))
     cl = rec["client"]
     cl["engine"] = res.get("engine")
     # The client's CPU: its own figure for the measured window where it has

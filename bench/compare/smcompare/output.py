@@ -113,6 +113,45 @@ def agreement(results: dict) -> str:
     return out.getvalue()
 
 
+def fixed_load(results: dict) -> str:
+    """--rates: per scenario and connection count, each target at each rate."""
+    rows = results.get("fixed_load") or []
+    if not rows:
+        return ""
+    targets = {t["id"]: t for t in results["targets"]}
+    t_order = {t["id"]: i for i, t in enumerate(results["targets"])}
+    out = io.StringIO()
+    groups: dict[tuple, list[dict]] = {}
+    for r in sorted(rows, key=lambda r: (r["scenario"], r["connections"], t_order.get(r["target"], 99),
+                                         (r["offered_rps"] or {}).get("median") or 0)):
+        groups.setdefault((r["scenario"], r["connections"]), []).append(r)
+    for (scenario, conns), rs in groups.items():
+        out.write(f"\n{scenario}: {conns} connections at fixed rates (loadgen open loop; latency from the intended "
+                  "send time, uncorrected in brackets)\n")
+        lines = [["target", "rate", "offered/s", "achieved/s", "x offered", "p50", "p99", "p99.9", "valid"]]
+        for r in rs:
+            lat, unc = r["latency_us"], r["latency_uncorrected_us"]
+
+            def cell(k: str) -> str:
+                if r["saturated"]:
+                    return "saturated"
+                if k not in lat:
+                    return "-"
+                return fmt_ms(lat[k]["median"]) + (f" [{fmt_ms(unc[k]['median'])}]" if k in unc else "")
+            lines.append([shown_id(r["target"], targets.get(r["target"])), r["rate"],
+                          fmt_rate(_med(r["offered_rps"])), _with_spread(r["rps"], fmt_rate),
+                          fmt_ratio(_med(r["achieved"])), cell("50"), cell("99"), cell("99.9"),
+                          f"{r['valid_runs']}/{r['runs']}" + (f", {r['saturated_runs']} saturated"
+                                                              if r["saturated_runs"] else "")])
+        widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
+        for i, line in enumerate(lines):
+            out.write("  " + "  ".join(c.ljust(w) if j in (0, 8) else c.rjust(w)
+                                       for j, (c, w) in enumerate(zip(line, widths))).rstrip() + "\n")
+            if i == 0:
+                out.write("  " + "  ".join("-" * w for w in widths) + "\n")
+    return out.getvalue()
+
+
 def problems(results: dict) -> str:
     """Skipped and failed targets, invalid and noisy runs, in words."""
     out = io.StringIO()
@@ -124,8 +163,10 @@ def problems(results: dict) -> str:
         if t["status"] == "measured" and t.get("note"):
             out.write(f"  NOTE     {shown_id(t['id'], t)}: {t['note']}\n")
     targets = {t["id"]: t for t in results["targets"]}
-    for r in results["runs"]:
+    for r in [*results["runs"], *results.get("fixed_runs", [])]:
         shown = f" {client_of(r)}" if len(clients_of(results)) > 1 else ""
+        if r.get("offered_rps") is not None:
+            shown += f" at {fmt_rate(r['offered_rps'])}/s"
         where = (f"{shown_id(r['target'], targets.get(r['target']))} {r['scenario']} c{r['connections']}{shown} "
                  f"round {r['round']}")
         if not r["valid"]:
