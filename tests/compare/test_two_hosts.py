@@ -153,6 +153,31 @@ class TwoHosts(CompareTestCase):
         busy = {p: why for p, why in net.port_problems(ports).items() if why}
         self.assertEqual(busy, {}, f"ports not free in {net.srv} after the harness exited")
 
+    def test_remote_server_read_through_prefix(self) -> None:
+        """--server-remote: the server's costs are read through the server prefix (its /proc over
+        there, as ssh would), not left out: its listener is found by ss in the server namespace, which
+        this namespace's ss cannot see."""
+        net = self.net
+        server_prefix = ["ip", "netns", "exec", net.srv]
+        run = self.s.run(TINY + ["--targets", "epoll", "--modes", "composed", "--scenarios", "plaintext",
+                                 "--connections", "4", "--server-remote",
+                                 "--server-prefix", " ".join(server_prefix),
+                                 "--client-prefix", " ".join(["ip", "netns", "exec", net.cli]),
+                                 "--target-host", net.srv_addr])
+        self.assertExit(run, 0)
+        results = self.results(run)
+        self.assertValid(results, run, required=False)
+        self.assertIs(results["config"].get("server_remote"), True)
+        for r in self.assertMeasured(results, "epoll/composed", run):
+            srv = r["server"]
+            self.assertEqual(srv.get("read_via"), server_prefix)
+            self.assertTrue(srv["pids"], "no server process found through the prefix")
+            self.assertIsNotNone(srv["cpu_user_s"], "server CPU not read through the prefix")
+            self.assertGreater(srv["cpu_us_per_req"], 0)
+            self.assertIsNotNone(srv["ctx_switches"])
+            self.assertGreater(srv["peak_rss_kib"] or 0, 0)
+        self.assertNoLeftovers(results, run, check_ports=False)
+
 
 if __name__ == "__main__":
     cmptest.main()

@@ -83,18 +83,19 @@ def _sleep_until(ns: int) -> None:
 
 
 def _run_client(cmd: list[str], seconds: float, out: Path, pids: list[int] | None,
-                announces: bool) -> tuple[int | None, str, str, Window | None, float | None]:
+                announces: bool, read=procs.read_local) -> tuple[int | None, str, str, Window | None, float | None]:
     """Run a load client to completion, killed if it overstays, and read the
     server's processes (pids) when its measured window starts and ends: the
     window it announces (loadgen --announce), else the client's whole life.
     (exit code, stdout, stderr, the window's readings or None, the client's
-    CPU seconds by rusage)."""
+    CPU seconds by rusage). read(pids): (process samples, CPU lines), here
+    or through the server prefix."""
     err_path = out.with_suffix(".stderr")
     window = Window() if pids is not None else None
     stdout, cpu = "", None
     with open(err_path, "wb") as err:
         if window is not None and not announces:
-            window.before, window.cpu_before = procs.sample_pids(pids), procs.read_cpu_lines()
+            window.before, window.cpu_before = read(pids)
             t0 = time.monotonic()
         p = procs.spawn(cmd, stdout=subprocess.PIPE, stderr=err)
         limit = seconds + 30.0
@@ -110,10 +111,10 @@ def _run_client(cmd: list[str], seconds: float, out: Path, pids: list[int] | Non
                 if m and window is not None:
                     measure_ns, end_ns = int(m.group(2)), int(m.group(3))
                     _sleep_until(measure_ns)
-                    window.before, window.cpu_before = procs.sample_pids(pids), procs.read_cpu_lines()
+                    window.before, window.cpu_before = read(pids)
                     t0 = time.monotonic()
                     _sleep_until(end_ns)
-                    window.after, window.cpu_after = procs.sample_pids(pids), procs.read_cpu_lines()
+                    window.after, window.cpu_after = read(pids)
                     window.seconds = time.monotonic() - t0
                 elif window is not None:
                     window = None
@@ -121,7 +122,7 @@ def _run_client(cmd: list[str], seconds: float, out: Path, pids: list[int] | Non
             stdout += p.stdout.read().decode(errors="replace")  # type: ignore[union-attr]
             os.waitid(os.P_PID, p.pid, os.WEXITED | os.WNOWAIT)
             if window is not None and not announces:
-                window.after, window.cpu_after = procs.sample_pids(pids), procs.read_cpu_lines()
+                window.after, window.cpu_after = read(pids)
                 window.seconds = time.monotonic() - t0
         finally:
             timer.cancel()
@@ -210,17 +211,25 @@ def _measure(target: Target, place: Placement, load: Load, client: Client, sc: S
     warm = client.warmup_command(url, sc, conns, load)
     if warm is not None and not _warm_up(load.placed(warm), load, tag, rec):
         return
+    # A remote server's costs are read through the server prefix (its /proc
+    # over there); with --server-remote and no prefix, not at all.
     local = not load.remote
+    reader = procs.RemoteProc(place.server_prefix) if load.remote and place.server_prefix else None
+    measured = local or reader is not None
     pids = proxy_pids = None
     if local:
         proxy = target.proxy_root()
         pids = target.server_pids()
         proxy_pids = sorted(procs.process_tree(proxy)) if proxy else []
-        if not pids:
-            rec["problems"].append("the server's processes were not found: its costs cannot be measured")
+    elif reader is not None:
+        pids = reader.listeners(target.port)
+        rec["server"]["read_via"] = place.server_prefix
+    if measured and not pids:
+        rec["problems"].append("the server's processes were not found: its costs cannot be measured")
     rc, stdout, err, window, rusage = _run_client(
         cmd, (load.warmup if warm is None else 0) + load.duration, out,
-        None if pids is None else [*pids, *(proxy_pids or [])], client.announces)
+        None if pids is None else [*pids, *(proxy_pids or [])], client.announces,
+        reader.read if reader is not None else procs.read_local)
     out.with_suffix(".stdout").write_text(stdout)
     rec["client"]["exit"] = rc
     rec["client"]["rusage_cpu_s"] = rusage
@@ -234,12 +243,12 @@ def _measure(target: Target, place: Placement, load: Load, client: Client, sc: S
     _from_result(result, rec, client, load, conns)
     if not target.alive():
         rec["problems"].append(f"the server died during the run (exit code {target.proc.returncode if target.proc else '?'})")
-    if local:
+    if measured:
         if window is None:
             rec["problems"].append(f"{client.name} announced no schedule: the server's costs were not measured")
         else:
             _server_costs(window, load, rec, set(proxy_pids or []))
-            for name, part in target.server_parts().items():
+            for name, part in (target.server_parts() if local else {}).items():
                 _part_costs(window, rec, name, set(part))
             _noise(window, load, rec)
     _limit(rec)
@@ -284,7 +293,7 @@ def _costs(w: Window, pids: set[int]) -> dict:
     user = sum(after[p]["utime"] - before[p]["utime"] for p in common) / procs.CLK_TCK
     sys_ = sum(after[p]["stime"] - before[p]["stime"] for p in common) / procs.CLK_TCK
     ctx = sum(max(0, after[p]["ctx"] - before[p]["ctx"]) for p in common)
-    rss = [procs.peak_rss_kib(pid) for pid in set(after) & pids]
+    rss = [after[pid]["hwm"] if "hwm" in after[pid] else procs.peak_rss_kib(pid) for pid in set(after) & pids]
     return {"user": user, "sys": sys_, "ctx": ctx,
             "rss": sum(rss) if rss and all(r is not None for r in rss) else None}  # type: ignore[misc]
 

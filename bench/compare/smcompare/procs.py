@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import selectors
+import shlex
 import signal
 import socket
 import subprocess
@@ -146,6 +148,69 @@ def sample_pids(pids: list[int]) -> dict[int, dict]:
         if st is not None and st["state"] != "Z":
             out[pid] = {"utime": st["utime"], "stime": st["stime"], "ctx": ctx_switches(pid), "comm": st["comm"]}
     return out
+
+
+def read_local(pids: list[int]) -> tuple[dict[int, dict], dict[str, list[int]]]:
+    """sample_pids() and read_cpu_lines() on this machine."""
+    return sample_pids(pids), read_cpu_lines()
+
+
+# A remote server's /proc, read through the server prefix ('ssh box'): one
+# shell command per reading prints every process's stat line, its threads'
+# context switches and VmHWM, and /proc/stat's CPU lines.
+_REMOTE_READ = r"""for p in $0 $@; do
+  [ -r /proc/$p/stat ] || continue
+  echo "stat $(cat /proc/$p/stat 2>/dev/null)"
+  echo "ctx $p $(cat /proc/$p/task/*/status 2>/dev/null | awk '/ctxt_switches/ {s += $2} END {print s + 0}')"
+  echo "hwm $p $(awk '/^VmHWM:/ {print $2}' /proc/$p/status 2>/dev/null)"
+done
+grep '^cpu' /proc/stat"""
+
+
+class RemoteProc:
+    """The /proc of the machine behind a command prefix (crank's agents read
+    their server's the same way). Its clock ticks are taken to be this
+    machine's (100 on Linux everywhere)."""
+
+    def __init__(self, prefix: list[str]) -> None:
+        self.prefix = prefix
+
+    def _run(self, argv: list[str], timeout: float = 15.0) -> str:
+        # ssh hands the remote shell one string; other prefixes (ip netns
+        # exec, sudo) pass argv on as it is.
+        cmd = [*self.prefix, shlex.join(argv)] if self.prefix[:1] == ["ssh"] else [*self.prefix, *argv]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        return p.stdout
+
+    def listeners(self, port: int) -> list[int]:
+        """The processes with a socket listening on port over there."""
+        out = self._run(["ss", "-Htlnp", f"sport = :{port}"])
+        return sorted({int(m) for m in re.findall(r"pid=(\d+)", out)})
+
+    def read(self, pids: list[int]) -> tuple[dict[int, dict], dict[str, list[int]]]:
+        if not pids:
+            return {}, {}
+        out = self._run(["sh", "-c", _REMOTE_READ, *map(str, pids)])
+        samples: dict[int, dict] = {}
+        cpus: dict[str, list[int]] = {}
+        for line in out.splitlines():
+            kind, _, rest = line.partition(" ")
+            try:
+                if kind == "stat" and ")" in rest:
+                    pid = int(rest.split(" ", 1)[0])
+                    f = rest[rest.rindex(")") + 2:].split()
+                    if f[0] != "Z":
+                        samples[pid] = {"utime": int(f[11]), "stime": int(f[12]), "ctx": 0,
+                                        "comm": rest[rest.index("(") + 1:rest.rindex(")")], "hwm": None}
+                elif kind in ("ctx", "hwm"):
+                    pid_s, _, val = rest.partition(" ")
+                    if int(pid_s) in samples and val.strip():
+                        samples[int(pid_s)][kind] = int(val)
+                elif kind.startswith("cpu"):
+                    cpus[kind] = [int(x) for x in rest.split()[:8]]
+            except (ValueError, IndexError):
+                continue
+        return samples, cpus
 
 
 def read_first_line(p: subprocess.Popen, timeout: float) -> tuple[bytes, bytes, bool]:
