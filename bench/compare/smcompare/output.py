@@ -40,6 +40,19 @@ def clients_of(results: dict) -> list[str]:
     return results["config"].get("clients") or ["loadgen"]
 
 
+def aligned(lines: list[list], left: set[int]) -> str:
+    """A text table: the header line, a rule, the rows; columns in left
+    left-aligned, the others right-aligned, two spaces apart, indented two."""
+    widths = [max(len(str(line[i])) for line in lines) for i in range(len(lines[0]))]
+    out = io.StringIO()
+    for i, line in enumerate(lines):
+        out.write("  " + "  ".join(str(c).ljust(w) if j in left else str(c).rjust(w)
+                                   for j, (c, w) in enumerate(zip(line, widths))).rstrip() + "\n")
+        if i == 0:
+            out.write("  " + "  ".join("-" * w for w in widths) + "\n")
+    return out.getvalue()
+
+
 def table(results: dict) -> str:
     base = results.get("baseline")
     bx = f"x {base.split('/')[0]}" if base else "x base"
@@ -78,15 +91,9 @@ def table(results: dict) -> str:
                 r["limited_by"],
                 f"{r['valid_runs']}/{r['runs']}",
             ])
-        widths = [max(len(str(line[i])) for line in lines) for i in range(len(head))]
         pipe = rows[0]["pipeline"]
         out.write(f"\n{scenario}: {conns} connections" + (f", {pipe} requests per write" if pipe > 1 else "") + "\n")
-        for i, line in enumerate(lines):
-            cells = [str(c).ljust(w) if j == 0 or (several and j == 1) or j == len(head) - 2 else str(c).rjust(w)
-                     for j, (c, w) in enumerate(zip(line, widths))]
-            out.write("  " + "  ".join(cells).rstrip() + "\n")
-            if i == 0:
-                out.write("  " + "  ".join("-" * w for w in widths) + "\n")
+        out.write(aligned(lines, {0, len(head) - 2} | ({1} if several else set())))
     return out.getvalue()
 
 
@@ -104,12 +111,7 @@ def agreement(results: dict) -> str:
         lines.append([r["scenario"], str(r["connections"]), shown_id(r["target"], targets.get(r["target"])),
                       r["client"], fmt_ratio(r["rps"]), fmt_ratio(r["latency_p50_us"]),
                       fmt_ratio(r["client_cpu_us_per_req"]), str(r["rounds"])])
-    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
-    for i, line in enumerate(lines):
-        out.write("  " + "  ".join(c.ljust(w) if j < 4 else c.rjust(w)
-                                   for j, (c, w) in enumerate(zip(line, widths))).rstrip() + "\n")
-        if i == 0:
-            out.write("  " + "  ".join("-" * w for w in widths) + "\n")
+    out.write(aligned(lines, {0, 1, 2, 3}))
     return out.getvalue()
 
 
@@ -143,12 +145,7 @@ def fixed_load(results: dict) -> str:
                           fmt_ratio(_med(r["achieved"])), cell("50"), cell("99"), cell("99.9"),
                           f"{r['valid_runs']}/{r['runs']}" + (f", {r['saturated_runs']} saturated"
                                                               if r["saturated_runs"] else "")])
-        widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
-        for i, line in enumerate(lines):
-            out.write("  " + "  ".join(c.ljust(w) if j in (0, 8) else c.rjust(w)
-                                       for j, (c, w) in enumerate(zip(line, widths))).rstrip() + "\n")
-            if i == 0:
-                out.write("  " + "  ".join("-" * w for w in widths) + "\n")
+        out.write(aligned(lines, {0, 8}))
     return out.getvalue()
 
 
