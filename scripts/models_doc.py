@@ -22,7 +22,6 @@ says what goes there:
   model-names          `epoll`, `libuv`, ...
   model-binaries       `server-epoll`, `server-libuv`, ...
   model-binaries-bold  **server-epoll**, **server-libuv**, ...
-  linux-model-binaries `server-epoll`, ...: the Linux models only
 
 Every file in PARTS must hold the parts listed for it, each once. Besides,
 README.md's section "The models" must have one paragraph per model, in the
@@ -55,7 +54,6 @@ except ValueError as e:          # servers/models.json is not valid
 PARTS = {
     "README.md": ("model-binaries-bold", "endpoints-table", "models-table"),
     "bench/compare/README.md": ("model-names",),
-    "bench/wrk/README.md": ("linux-model-binaries",),
 }
 PART_RE = re.compile(r"(<!-- generated: ([a-z-]+)\b[^>]*-->)(.*?)(<!-- end generated: \2 -->)", re.S)
 OPENER_RE = re.compile(r"<!-- generated: ([a-z-]+)")
@@ -97,8 +95,6 @@ RENDER = {
     "model-names": (lambda ms, _: ", ".join(f"`{m.name}`" for m in ms), False),
     "model-binaries": (lambda ms, _: ", ".join(f"`{m.binary}`" for m in ms), False),
     "model-binaries-bold": (lambda ms, _: ", ".join(f"**{m.binary}**" for m in ms), False),
-    "linux-model-binaries": (lambda ms, _: ", ".join(f"`{m.binary}`" for m in ms if m.platform == "linux"),
-                             False),
 }
 
 

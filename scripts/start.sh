@@ -26,8 +26,11 @@ server-epoll is starting in the foreground (Ctrl-C stops it). Try it from anothe
   curl -i http://127.0.0.1:${port}/json
   build/release/bench/loadgen/loadgen -t1 -c64 -d10s http://127.0.0.1:${port}/plaintext
   build/release/bench/loadgen/loadgen -t1 -c256 -d10s --pipeline 16 http://127.0.0.1:${port}/plaintext
-Compare it with nginx on this machine (CPU per request, with and without pipelining):
-  scripts/deps.sh bench && python3 bench/wrk/run.py
+Compare every model with nginx and the floor on this machine (CPU per request, with and without pipelining):
+  scripts/deps.sh bench && bench/compare/compare --quick
+The same with wrk as the load client, or both side by side:
+  bench/compare/compare --quick --client wrk
+  bench/compare/compare --quick --client loadgen,wrk
 All options: ${bin} --help
 
 MSG
