@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 
 #include "runtime/cpu.hpp"
@@ -95,6 +97,70 @@ std::chrono::nanoseconds parse_duration(std::string_view text) {
     return std::chrono::nanoseconds(std::llround(value * scale));
 }
 
+std::string header_problem(std::string_view h) {
+    const auto colon = h.find(':');
+    if (colon == std::string_view::npos || colon == 0 ||
+        h.find_first_of("\r\n") != std::string_view::npos || h.find_first_of(" \t") < colon)
+        return fmt::format("'{}' is not a header \"Name: value\"", h);
+    return {};
+}
+
+std::vector<RequestLine> parse_request_lines(std::string_view text, std::string_view name) {
+    std::vector<RequestLine> out;
+    std::size_t number = 0;
+    while (!text.empty()) {
+        const auto eol = text.find('\n');
+        std::string_view line = text.substr(0, eol);
+        text = eol == std::string_view::npos ? std::string_view{} : text.substr(eol + 1);
+        ++number;
+        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+        const auto first = line.find_first_not_of(" \t");
+        if (first == std::string_view::npos || line[first] == '#') continue;
+        const auto fail = [&](const std::string& why) {
+            return std::invalid_argument(fmt::format("{}:{}: {}", name, number, why));
+        };
+        std::string_view content = line.substr(first);
+        while (!content.empty() && (content.back() == ' ' || content.back() == '\t'))
+            content.remove_suffix(1);
+        if (first > 0) {  // indented: a header of the request above
+            if (out.empty())
+                throw fail(
+                    "an indented line is a header of the request above it, and there is none");
+            if (auto why = header_problem(content); !why.empty()) throw fail(why);
+            out.back().headers.emplace_back(content);
+            continue;
+        }
+        RequestLine r;
+        r.line = number;
+        const auto space = content.find_first_of(" \t");
+        if (space == std::string_view::npos) {
+            r.url = std::string(content);
+        } else {
+            r.method = std::string(content.substr(0, space));
+            const std::string_view rest = content.substr(content.find_first_not_of(" \t", space));
+            if (rest.find_first_of(" \t") != std::string_view::npos)
+                throw fail(fmt::format(
+                    "'{}': expected \"[METHOD] URL\" (headers go on the indented lines below it)",
+                    content));
+            r.url = std::string(rest);
+        }
+        out.push_back(std::move(r));
+    }
+    return out;
+}
+
+namespace {
+
+std::string read_text_file(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) throw std::invalid_argument(fmt::format("--urls: cannot read {}", path));
+    std::ostringstream text;
+    text << f.rdbuf();
+    return text.str();
+}
+
+}  // namespace
+
 std::string_view engine_name(Engine engine) noexcept {
     switch (engine) {
         case Engine::automatic: return "auto";
@@ -116,16 +182,30 @@ ParsedConfig parse_config(int argc, const char* const* argv) {
     app.get_formatter()->column_width(30);
     app.set_version_flag("--version", "loadgen (servermodels " SM_VERSION ")");
 
-    std::string url, duration = "10s", warmup = "0s", timeout = "2s", cpus, engine = "auto";
-    app.add_option("url", url, "Target: http://HOST[:PORT][/PATH]")->required();
+    std::vector<std::string> urls;
+    std::string duration = "10s", warmup = "0s", timeout = "2s", cpus, engine = "auto";
+    app.add_option("url", urls,
+                   "Target: http://HOST[:PORT][/PATH]. Several make a mix, on one host and port: "
+                   "request i of connection j goes to URL (i + j) mod URLs");
+    app.add_option("--urls", c.urls_file,
+                   "Read the mix from FILE (after any URL given): a line \"[METHOD] URL\" per "
+                   "request, its headers on the indented lines below it (\"  Name: value\"), '#' "
+                   "comments, blank lines skipped");
     app.add_option("-c,--connections", c.connections, "Connections to keep open, over all threads")
         ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20))
         ->capture_default_str();
     app.add_option("-t,--threads", c.threads, "Threads, each with its own event loop")
         ->check(CLI::Range(1u, 1024u))
         ->capture_default_str();
-    app.add_option("-d,--duration", duration, "Measured duration (10s, 500ms, 2m)")
-        ->capture_default_str();
+    CLI::Option* duration_option =
+        app.add_option("-d,--duration", duration,
+                       "Measured duration (10s, 500ms, 2m); with -n a time limit")
+            ->capture_default_str();
+    app.add_option("-n,--requests", c.request_count,
+                   "Stop after N responses (warm-up aside): at most N requests are sent after the "
+                   "warm-up, and the time from the first of them to the N-th response is the "
+                   "measured time. With -d, whichever comes first ends the run")
+        ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1'000'000'000'000}));
     app.add_option("--warmup", warmup, "Load before measuring; its results are reported apart")
         ->capture_default_str();
     app.add_option("--pipeline", c.pipeline, "Requests per write (HTTP/1.1 pipelining depth)")
@@ -140,7 +220,9 @@ ParsedConfig parse_config(int argc, const char* const* argv) {
                    "A request unanswered this long counts as a timeout and its connection is "
                    "replaced; also bounds connecting")
         ->capture_default_str();
-    app.add_option("-H,--header", c.headers, "Request header \"Name: value\" (repeatable)");
+    // One value per -H, so a URL after it stays a URL.
+    app.add_option("-H,--header", c.headers, "Request header \"Name: value\" (repeatable)")
+        ->allow_extra_args(false);
     app.add_option("-m,--method", c.method, "Request method")->capture_default_str();
     app.add_option("--body", c.body, "Request body (sent with Content-Length)");
     app.add_option("--expect-body", c.expect_body,
@@ -150,12 +232,18 @@ ParsedConfig parse_config(int argc, const char* const* argv) {
                    "parsing, whitespace ignored) as a body error");
     app.add_option("--json", c.json_path, "Write the results as JSON to FILE ('-': stdout)");
     app.add_option("--cpus", cpus, "Pin thread i to the i-th CPU of this list (e.g. 1 or 2-3)");
-    app.add_flag("-q,--quiet", c.quiet, "No text summary (errors still go to stderr)");
+    app.add_flag("--latency", c.latency_table,
+                 "Print latency as a table of percentiles (50, 75, 90, 99, 99.9, 99.99, max; "
+                 "with --rate corrected and uncorrected side by side) instead of one row");
+    app.add_flag("-q,--quiet", c.quiet,
+                 "No text summary and no progress line (errors still go to stderr)");
     app.add_flag("--announce", c.announce,
                  "Before the load starts, print 'schedule monotonic_ns start=S measure=M end=E': "
                  "when the warm-up starts, and the measured window starts and ends, on "
                  "CLOCK_MONOTONIC (for a harness that samples the server's CPU time over exactly "
-                 "the measured window)");
+                 "the measured window). With -n: 'schedule monotonic_ns start=S measure=M "
+                 "requests=N limit=E|none' before, and 'measured monotonic_ns first=F last=L' "
+                 "(the first measured request sent, the N-th response) when the load ends");
     app.add_option("--engine", engine,
                    "I/O engine: epoll, uring (io_uring), or auto (uring when io_uring works "
                    "here, else epoll)")
@@ -172,10 +260,41 @@ ParsedConfig parse_config(int argc, const char* const* argv) {
         fmt::print(stderr, "loadgen: {}\nRun with --help for more information.\n", what);
         return ParsedConfig{std::nullopt, 2};
     };
-    try {
-        c.target = parse_url(url);
-    } catch (const std::invalid_argument& e) {
-        return error(fmt::format("{}: {}", url, e.what()));
+    std::vector<RequestLine> lines;
+    for (const auto& u : urls)
+        lines.push_back(RequestLine{{}, u, {}, 0});
+    if (!c.urls_file.empty()) {
+        try {
+            auto more = parse_request_lines(read_text_file(c.urls_file), c.urls_file);
+            if (more.empty()) return error(fmt::format("--urls {}: no request in it", c.urls_file));
+            lines.insert(lines.end(), std::make_move_iterator(more.begin()),
+                         std::make_move_iterator(more.end()));
+        } catch (const std::invalid_argument& e) {
+            return error(e.what());
+        }
+    }
+    if (lines.empty()) return error("a URL is required (or --urls FILE)");
+    if (lines.size() > kMaxUrls)
+        return error(fmt::format("{} URLs: a mix has at most {}", lines.size(), kMaxUrls));
+    for (const auto& line : lines) {
+        const std::string where =
+            line.line ? fmt::format("{}:{}: {}", c.urls_file, line.line, line.url) : line.url;
+        Request r;
+        try {
+            r.target = parse_url(line.url);
+        } catch (const std::invalid_argument& e) {
+            return error(fmt::format("{}: {}", where, e.what()));
+        }
+        if (!c.requests.empty() &&
+            (r.target.host != c.target.host || r.target.port != c.target.port))
+            return error(fmt::format(
+                "{}: every URL must name the same host and port as the first ({}:{}): each "
+                "connection carries the whole mix",
+                where, c.target.host, c.target.port));
+        if (c.requests.empty()) c.target = r.target;
+        r.method = line.method;
+        r.headers = line.headers;
+        c.requests.push_back(std::move(r));
     }
     try {
         c.duration = parse_duration(duration);
@@ -188,6 +307,9 @@ ParsedConfig parse_config(int argc, const char* const* argv) {
                : engine == "uring" ? Engine::uring
                                    : Engine::automatic;
     if (c.duration.count() == 0) return error("--duration must be more than 0");
+    // -n without -d: no time limit (as ab and h2load); every request ends
+    // anyway, answered or failed within --timeout.
+    c.time_limited = !c.counted() || duration_option->count() > 0;
     if (c.timeout < std::chrono::milliseconds(1)) return error("--timeout must be at least 1ms");
     if (c.connections < c.threads)
         return error(fmt::format(
@@ -195,14 +317,19 @@ ParsedConfig parse_config(int argc, const char* const* argv) {
             c.connections, c.threads));
     if (c.method.empty() || c.method.find_first_of(" \t\r\n") != std::string::npos)
         return error(fmt::format("--method '{}' is not a method token", c.method));
-    for (const auto& h : c.headers) {
-        const auto colon = h.find(':');
-        if (colon == std::string::npos || colon == 0 ||
-            h.find_first_of("\r\n") != std::string::npos || h.find_first_of(" \t") < colon)
-            return error(fmt::format("-H '{}' is not a header \"Name: value\"", h));
+    for (const auto& h : c.headers)
+        if (auto why = header_problem(h); !why.empty()) return error("-H " + why);
+    for (auto& r : c.requests) {
+        if (r.method.empty()) r.method = c.method;
+        r.headers.insert(r.headers.begin(), c.headers.begin(), c.headers.end());
     }
     if (c.expect_body && c.expect_json)
         return error("give --expect-body or --expect-json, not both");
+    if ((c.expect_body || c.expect_json) && c.mix())
+        return error(fmt::format(
+            "--expect-body and --expect-json check the response of one URL, and this mix has "
+            "{}: check one URL at a time (a mix still reports status and errors per URL)",
+            c.requests.size()));
     if (!cpus.empty()) {
         try {
             c.cpus = runtime::parse_cpu_list(cpus);
@@ -213,21 +340,31 @@ ParsedConfig parse_config(int argc, const char* const* argv) {
     return {std::move(c), 0};
 }
 
+bool wants_progress(const Config& c, bool stderr_is_terminal) noexcept {
+    return stderr_is_terminal && !c.quiet &&
+           (c.counted() || c.warmup + c.duration >= kProgressMinRun);
+}
+
 std::string render_request(const Config& c) {
-    std::string r = fmt::format("{} {} HTTP/1.1\r\n", c.method, c.target.path);
+    if (!c.requests.empty()) return render_request(c, c.requests.front());
+    return render_request(c, Request{c.target, c.method, c.headers});
+}
+
+std::string render_request(const Config& c, const Request& request) {
+    std::string r = fmt::format("{} {} HTTP/1.1\r\n", request.method, request.target.path);
     bool has_host = false;
-    for (const auto& h : c.headers) {
+    for (const auto& h : request.headers) {
         const std::string_view name = std::string_view(h).substr(0, h.find(':'));
         if (name.size() == 4 && (name[0] | 0x20) == 'h' && (name[1] | 0x20) == 'o' &&
             (name[2] | 0x20) == 's' && (name[3] | 0x20) == 't')
             has_host = true;
     }
-    if (!has_host) r += fmt::format("Host: {}\r\n", c.target.host_header);
-    for (const auto& h : c.headers) {
+    if (!has_host) r += fmt::format("Host: {}\r\n", request.target.host_header);
+    for (const auto& h : request.headers) {
         r += h;
         r += "\r\n";
     }
-    if (!c.body.empty() || c.method == "POST" || c.method == "PUT")
+    if (!c.body.empty() || request.method == "POST" || request.method == "PUT")
         r += fmt::format("Content-Length: {}\r\n", c.body.size());
     r += "\r\n";
     r += c.body;

@@ -13,10 +13,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <limits>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string_view>
@@ -34,6 +37,7 @@ namespace sm::loadgen {
 
 void Counters::merge(const Counters& o) noexcept {
     requests += o.requests;
+    sent += o.sent;
     bytes += o.bytes;
     for (std::size_t i = 0; i < status.size(); ++i)
         status[i] += o.status[i];
@@ -53,6 +57,11 @@ void Results::merge(const Results& o) {
     warmup.merge(o.warmup);
     latency.merge(o.latency);
     uncorrected.merge(o.uncorrected);
+    if (urls.size() < o.urls.size()) urls.resize(o.urls.size());
+    for (std::size_t u = 0; u < o.urls.size(); ++u) {
+        urls[u].counters.merge(o.urls[u].counters);
+        urls[u].latency.merge(o.urls[u].latency);
+    }
     for (std::size_t i = 0; i < kErrorClasses; ++i)
         if (first_error[i].empty()) first_error[i] = o.first_error[i];
     opened += o.opened;
@@ -61,6 +70,11 @@ void Results::merge(const Results& o) {
     user_s += o.user_s;
     sys_s += o.sys_s;
     measured_s = std::max(measured_s, o.measured_s);
+    if (o.first_sent_ns && (first_sent_ns == 0 || o.first_sent_ns < first_sent_ns))
+        first_sent_ns = o.first_sent_ns;
+    last_done_ns = std::max(last_done_ns, o.last_done_ns);
+    stopped_ns = std::max(stopped_ns, o.stopped_ns);
+    all_done = all_done && o.all_done;
 }
 
 namespace {
@@ -273,7 +287,53 @@ Engine choose_engine(Engine requested) {
 #endif
 }
 
-Outcome run_load(const Config& config, const Endpoint& endpoint, const std::atomic<bool>& stop) {
+namespace {
+
+// Calls `progress` about once a second until every load thread has stopped
+// (`finished` of them, guarded by `m`, signalled on `cv`), then once with done.
+void report_progress(const ProgressSink& progress, const detail::Times& times,
+                     const std::vector<std::unique_ptr<LoadThread>>& workers, std::mutex& m,
+                     std::condition_variable& cv, const unsigned& finished) {
+    using Clock = std::chrono::steady_clock;
+    auto next = Clock::now() + std::chrono::seconds(1);
+    std::uint64_t last_responses = 0;
+    std::int64_t last_ns = now_ns();
+    bool last_warming = true;
+    std::unique_lock lock(m);
+    while (!cv.wait_until(lock, next, [&] { return finished == workers.size(); })) {
+        lock.unlock();
+        ProgressSample p;
+        const std::int64_t now = now_ns();
+        p.elapsed_ns = std::max<std::int64_t>(now - times.start, 0);
+        p.warming_up = now < times.measure;
+        for (const auto& w : workers) {
+            const auto& pub = w->published();
+            p.responses += p.warming_up ? pub.warmup_responses.load(std::memory_order_relaxed)
+                                        : pub.responses.load(std::memory_order_relaxed);
+            p.errors += pub.errors.load(std::memory_order_relaxed);
+        }
+        // The first sample after the warm-up counts from zero again.
+        const std::uint64_t base = p.warming_up == last_warming ? last_responses : 0;
+        if (now > last_ns && p.responses >= base)
+            p.per_second =
+                static_cast<double>(p.responses - base) * 1e9 / static_cast<double>(now - last_ns);
+        last_responses = p.responses;
+        last_warming = p.warming_up;
+        last_ns = now;
+        progress(p);
+        next += std::chrono::seconds(1);
+        lock.lock();
+    }
+    lock.unlock();
+    ProgressSample done;
+    done.done = true;
+    progress(done);
+}
+
+}  // namespace
+
+Outcome run_load(const Config& config, const Endpoint& endpoint, const std::atomic<bool>& stop,
+                 const ProgressSink& progress) {
     // main() chose already; probing again only when it did not.
     [[maybe_unused]] const Engine engine =
         config.engine == Engine::automatic ? choose_engine(config.engine) : config.engine;
@@ -286,25 +346,41 @@ Outcome run_load(const Config& config, const Endpoint& endpoint, const std::atom
     detail::Times times;
     times.start = now_ns() + 20'000'000;  // threads are up before the load starts
     times.measure = times.start + config.warmup.count();
-    times.end = times.measure + config.duration.count();
+    times.end = config.time_limited ? times.measure + config.duration.count()
+                                    : std::numeric_limits<std::int64_t>::max();
+    // On the text stream (stderr when stdout carries --json -), flushed at
+    // once: the reader acts on it while the load runs.
+    std::FILE* announce = config.json_path == "-" ? stderr : stdout;
     if (config.announce) {
-        // On the text stream (stderr when stdout carries --json -), flushed
-        // now: the reader acts on it while the load runs.
-        std::FILE* out = config.json_path == "-" ? stderr : stdout;
-        fmt::print(out, "schedule monotonic_ns start={} measure={} end={}\n", times.start,
-                   times.measure, times.end);
-        std::fflush(out);
+        if (!config.counted())
+            fmt::print(announce, "schedule monotonic_ns start={} measure={} end={}\n", times.start,
+                       times.measure, times.end);
+        else if (config.time_limited)
+            fmt::print(announce, "schedule monotonic_ns start={} measure={} requests={} limit={}\n",
+                       times.start, times.measure, config.request_count, times.end);
+        else
+            fmt::print(announce,
+                       "schedule monotonic_ns start={} measure={} requests={} limit=none\n",
+                       times.start, times.measure, config.request_count);
+        std::fflush(announce);
     }
 
+    const RequestMix mix(config);
+    std::optional<RequestBudget> budget;
+    if (config.counted()) budget.emplace(config.request_count);
     std::atomic<bool> gone{false};
     const unsigned threads = config.threads;
     std::vector<std::unique_ptr<LoadThread>> workers;
+    std::size_t first_connection = 0;
     for (unsigned i = 0; i < threads; ++i) {
         const std::size_t conns =
             config.connections / threads + (i < config.connections % threads ? 1 : 0);
         const double rate =
             config.rate * static_cast<double>(conns) / static_cast<double>(config.connections);
-        const WorkerArgs args{config, endpoint, times, stop, gone, conns, rate};
+        const WorkerArgs args{
+            config, endpoint,         times, stop, gone, mix, budget ? &*budget : nullptr,
+            conns,  first_connection, rate};
+        first_connection += conns;
 #ifdef SM_LOADGEN_URING
         if (engine == Engine::uring) {
             workers.push_back(detail::make_uring_worker(args));
@@ -315,6 +391,9 @@ Outcome run_load(const Config& config, const Endpoint& endpoint, const std::atom
     }
     std::vector<std::string> failures(threads);
     {
+        std::mutex m;
+        std::condition_variable cv;
+        unsigned finished = 0;
         std::vector<std::jthread> pool;
         for (unsigned i = 0; i < threads; ++i) {
             pool.emplace_back([&, i] {
@@ -326,8 +405,14 @@ Outcome run_load(const Config& config, const Endpoint& endpoint, const std::atom
                     failures[i] = e.what();
                     gone.store(true);  // the other threads stop too
                 }
+                {
+                    const std::lock_guard lock(m);
+                    ++finished;
+                }
+                cv.notify_all();
             });
         }
+        if (progress) report_progress(progress, times, workers, m, cv, finished);
     }
     for (const auto& f : failures)
         if (!f.empty()) throw std::runtime_error(f);
@@ -335,6 +420,22 @@ Outcome run_load(const Config& config, const Endpoint& endpoint, const std::atom
     Outcome out;
     for (const auto& w : workers)
         out.results.merge(w->results());
+    Results& r = out.results;
+    if (config.counted()) {
+        // The measured time: from the first measured request to the N-th
+        // answered (or lost), or to where the load stopped first.
+        out.stopped_by = r.all_done ? StoppedBy::requests : StoppedBy::duration;
+        const std::int64_t from = r.first_sent_ns ? r.first_sent_ns : times.measure;
+        const std::int64_t to = r.all_done ? r.last_done_ns : r.stopped_ns;
+        r.measured_s = static_cast<double>(std::max<std::int64_t>(to - from, 0)) / 1e9;
+        if (config.announce) {
+            if (r.first_sent_ns)
+                fmt::print(announce, "measured monotonic_ns first={} last={}\n", from, to);
+            else
+                fmt::print(announce, "measured monotonic_ns first=none last=none\n");
+            std::fflush(announce);
+        }
+    }
     if (gone.load()) {
         out.ended = Ended::server_gone;
         for (const auto& w : workers)

@@ -10,9 +10,11 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "config.hpp"
 #include "histogram.hpp"
@@ -25,7 +27,8 @@ inline constexpr std::array<std::string_view, kErrorClasses> kErrorNames = {
     "connect", "read", "write", "timeout", "malformed", "non_2xx", "body"};
 
 struct Counters {
-    std::uint64_t requests = 0;
+    std::uint64_t requests = 0;  // responses
+    std::uint64_t sent = 0;      // requests written
     std::uint64_t bytes = 0;
     std::array<std::uint64_t, 5> status{};  // 1xx .. 5xx
     std::array<std::uint64_t, kErrorClasses> errors{};
@@ -34,11 +37,24 @@ struct Counters {
     [[nodiscard]] std::uint64_t error_total() const noexcept;
 };
 
+// The measured results of one URL of the mix. Errors are those of its
+// requests: a timeout, a response that was malformed, non-2xx or had the
+// wrong body, the read or write failure of a connection (counted to the
+// oldest request in flight on it). A connect error, or a failure with
+// nothing in flight, belongs to no URL: it is in the totals only.
+struct UrlResults {
+    Counters counters;  // bytes: not counted per URL
+    Histogram latency;  // as Results::latency
+};
+
 struct Results {
     Counters measured;
     Counters warmup;
-    Histogram latency;      // from the write, or from the intended time with --rate
-    Histogram uncorrected;  // --rate only: from the actual write
+    // From the write, or from the intended time with --rate: the merge of
+    // urls[].latency, made when the thread ends.
+    Histogram latency;
+    Histogram uncorrected;         // --rate only: from the actual write
+    std::vector<UrlResults> urls;  // one per request of the mix, in its order
     std::array<std::string, kErrorClasses> first_error;
     std::uint64_t opened = 0;      // connections established
     std::uint64_t reconnects = 0;  // reopened after the server closed or an error
@@ -46,17 +62,42 @@ struct Results {
     double user_s = 0;  // the load threads' CPU time inside the measured window
     double sys_s = 0;
     double measured_s = 0;  // length of the measured window actually run
+    // -n (CLOCK_MONOTONIC ns, 0: none): the first measured request sent, the
+    // last of them answered or lost, when the load stopped; and whether every
+    // thread stopped because all N were taken and answered or lost.
+    std::int64_t first_sent_ns = 0;
+    std::int64_t last_done_ns = 0;
+    std::int64_t stopped_ns = 0;
+    bool all_done = true;
 
     void merge(const Results& o);
 };
 
 enum class Ended : std::uint8_t { completed, server_gone, interrupted };
 
+// What ended the measured phase of a completed run.
+enum class StoppedBy : std::uint8_t {
+    duration,  // -d passed (with -n: the time limit came first)
+    requests,  // -n: all N requests were sent and answered (or lost to errors)
+};
+
 struct Outcome {
     Results results;
     Ended ended = Ended::completed;
-    std::string message;  // why the run ended early
+    StoppedBy stopped_by = StoppedBy::duration;  // when ended == completed
+    std::string message;                         // why the run ended early
 };
+
+// What the progress line shows, sampled about once a second while the load runs.
+struct ProgressSample {
+    std::int64_t elapsed_ns = 0;  // since the load started (warm-up included)
+    bool warming_up = false;
+    std::uint64_t responses = 0;  // measured (during the warm-up: the warm-up's)
+    std::uint64_t errors = 0;     // every class, warm-up included
+    double per_second = 0;        // responses/s over the last sample
+    bool done = false;            // the load has stopped: clear the line
+};
+using ProgressSink = std::function<void(const ProgressSample&)>;
 
 // Where the load goes: resolved once, before the run.
 struct Endpoint {
@@ -76,7 +117,10 @@ Endpoint resolve_and_probe(const Config& config);
 Engine choose_engine(Engine requested);
 
 // Runs the load with config.engine (choose_engine() first, for automatic);
-// `stop` set to true by a signal handler ends it early.
-Outcome run_load(const Config& config, const Endpoint& endpoint, const std::atomic<bool>& stop);
+// `stop` set to true by a signal handler ends it early. `progress`, when
+// set, is called from this thread about once a second while the load runs,
+// and once with done = true when it stops.
+Outcome run_load(const Config& config, const Endpoint& endpoint, const std::atomic<bool>& stop,
+                 const ProgressSink& progress = {});
 
 }  // namespace sm::loadgen

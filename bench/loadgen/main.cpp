@@ -1,4 +1,6 @@
 // loadgen: the suite's HTTP/1.1 load generator (bench/loadgen/README.md).
+#include <unistd.h>
+
 #include <csignal>
 
 #include <fmt/core.h>
@@ -66,7 +68,18 @@ int main(int argc, char** argv) {
             fmt::print(text, "{}", describe_run(config));
             std::fflush(text);
         }
-        const Outcome outcome = run_load(config, endpoint, g_stop);
+        // The progress line: rewritten in place ("\r", then erase to the end
+        // of the line), and erased before the summary is printed.
+        ProgressSink progress;
+        if (wants_progress(config, ::isatty(STDERR_FILENO) == 1))
+            progress = [&config](const ProgressSample& p) {
+                if (p.done)
+                    fmt::print(stderr, "\r\x1b[K");
+                else
+                    fmt::print(stderr, "\r{}\x1b[K", progress_line(config, p));
+                std::fflush(stderr);
+            };
+        const Outcome outcome = run_load(config, endpoint, g_stop, progress);
         if (!config.quiet) fmt::print(text, "{}", text_report(config, outcome));
         if (outcome.ended == Ended::server_gone)
             fmt::print(stderr, "loadgen: {}; the run ended early\n", outcome.message);

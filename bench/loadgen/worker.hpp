@@ -1,8 +1,9 @@
 // The engine-independent half of a load thread, shared by the epoll engine
 // (engine.cpp) and the io_uring engine (engine_uring.cpp): connection state,
 // the fill decision (closed loop, --pipeline, --rate), response handling and
-// counting, body checks, the scan for timeouts and reconnects, server-gone
-// detection, CPU sampling and the loop's schedule.
+// counting (in total and per URL of the mix), body checks, the -n budget,
+// the scan for timeouts and reconnects, server-gone detection, CPU sampling,
+// what the progress line reads, and the loop's schedule.
 //
 // Worker<Io> is a CRTP base: the engine class Io derives from it and supplies
 // the I/O, called without a virtual call:
@@ -41,9 +42,11 @@
 #include <thread>
 #include <vector>
 
+#include "budget.hpp"
 #include "config.hpp"
 #include "engine.hpp"
 #include "framer.hpp"
+#include "mix.hpp"
 #include "schedule.hpp"
 
 namespace sm::loadgen::detail {
@@ -136,13 +139,24 @@ struct WorkerArgs {
     const Times& times;
     const std::atomic<bool>& stop;
     std::atomic<bool>& gone;
+    const RequestMix& mix;
+    RequestBudget* budget;  // -n, else null
     std::size_t connections;
-    double rate;  // the thread's share of --rate (0: closed loop)
+    std::size_t first_connection;  // the index of the thread's first connection over all threads
+    double rate;                   // the thread's share of --rate (0: closed loop)
 };
 
 // A load thread as run_load() sees it: one virtual call per thread, none per request.
 class LoadThread {
   public:
+    // What the thread publishes once per round of its loop, for the progress
+    // line (relaxed stores to a cache line of its own, read once a second).
+    struct alignas(64) Published {
+        std::atomic<std::uint64_t> responses{0};  // measured
+        std::atomic<std::uint64_t> warmup_responses{0};
+        std::atomic<std::uint64_t> errors{0};  // every class, warm-up included
+    };
+
     LoadThread() = default;
     virtual ~LoadThread() = default;
     LoadThread(const LoadThread&) = delete;
@@ -150,6 +164,10 @@ class LoadThread {
     virtual void run() = 0;
     virtual Results& results() noexcept = 0;
     [[nodiscard]] virtual const std::string& gone_message() const noexcept = 0;
+    [[nodiscard]] const Published& published() const noexcept { return published_; }
+
+  protected:
+    Published published_;
 };
 
 // The io_uring engine (engine_uring.cpp, built with liburing); whether it can
@@ -165,19 +183,21 @@ class Worker : public LoadThread {
           times_(a.times),
           stop_(a.stop),
           gone_(a.gone),
+          mix_(a.mix),
+          budget_(a.budget),
           conns_(a.connections),
           schedule_(a.rate > 0 ? a.rate : 1.0, a.connections, a.times.start),
           open_loop_(a.rate > 0),
           body_check_(a.config) {
-        const std::string one = render_request(config_);
-        request_size_ = one.size();
-        for (unsigned i = 0; i < config_.pipeline; ++i)
-            batch_ += one;
+        results_.urls.resize(mix_.size());
         for (std::size_t i = 0; i < conns_.size(); ++i) {
             Conn& c = conns_[i];
             c.index = i;
+            // The spread of a mix: request i of connection j (over all
+            // threads) goes to URL (i + j) mod U.
+            c.next_url = static_cast<std::uint32_t>((a.first_connection + i) % mix_.size());
             c.ring.resize(config_.pipeline);
-            c.framer.set_head_requests(config_.method == "HEAD");
+            c.framer.set_head_requests(mix_.all_head());
             if (body_check_.enabled()) c.framer.set_capture(body_check_.capture_limit());
         }
         scan_interval_ =
@@ -196,6 +216,7 @@ class Worker : public LoadThread {
     struct Slot {
         std::int64_t sent = 0;
         std::int64_t intended = 0;
+        std::uint32_t url = 0;  // its request in the mix
     };
     enum class State : std::uint8_t { down, connecting, open };
     struct Conn {
@@ -209,6 +230,7 @@ class Worker : public LoadThread {
         std::uint32_t in_flight = 0;
         std::uint64_t next_k = 0;    // --rate: the connection's next request to send
         std::uint64_t answered = 0;  // responses on the current socket
+        std::uint32_t next_url = 0;  // the mix's request it sends next (kept across sockets)
         const char* write_ptr = nullptr;
         std::size_t write_left = 0;  // bytes of a batch not sent yet
         std::int64_t connect_started = 0;
@@ -227,9 +249,22 @@ class Worker : public LoadThread {
     [[nodiscard]] bool measuring(std::int64_t t) const noexcept {
         return t >= times_.measure && t < times_.end;
     }
-    Counters& counters(std::int64_t t) noexcept {
-        return t >= times_.measure ? results_.measured : results_.warmup;
+    Counters& counters(bool measured) noexcept {
+        return measured ? results_.measured : results_.warmup;
     }
+    // -n: every request this thread took from the budget was answered or lost,
+    // and the budget has none left.
+    [[nodiscard]] bool all_done() const noexcept {
+        return budget_ && taken_ == finished_ && budget_->exhausted();
+    }
+    // -n: a request sent in the measured phase was answered or lost.
+    void finished(std::uint64_t n, std::int64_t now) noexcept {
+        if (n == 0) return;
+        finished_ += n;
+        results_.last_done_ns = now;
+    }
+    // Requests of `c` in flight that were sent in the measured phase (-n's).
+    [[nodiscard]] std::uint64_t measured_in_flight(const Conn& c) const noexcept;
 
     void open(Conn& c, std::int64_t now);
     void opened(Conn& c, std::int64_t now);
@@ -245,25 +280,32 @@ class Worker : public LoadThread {
     void close_and_reopen(Conn& c, std::int64_t now, bool backoff);
     void scan(std::int64_t now);
     void release_due(std::int64_t now);
-    void note_error(Error e, std::string_view message, std::int64_t now, std::uint64_t count);
+    // `url`: the mix's request the error belongs to, kNoUrl for none.
+    void note_error(Error e, std::string_view message, bool measured, std::uint64_t count,
+                    std::uint32_t url);
     void sample_cpu(bool at_end);
+    void publish() noexcept;
     void flush_latency() noexcept {
-        if (run_count_) results_.latency.record_n(run_value_, run_count_);
+        if (run_count_) results_.urls[run_url_].latency.record_n(run_value_, run_count_);
         run_count_ = 0;
     }
+
+    static constexpr std::uint32_t kNoUrl = ~std::uint32_t{0};
 
     const Config& config_;
     const Endpoint& endpoint_;
     const Times& times_;
     const std::atomic<bool>& stop_;
     std::atomic<bool>& gone_;
+    const RequestMix& mix_;
+    RequestBudget* budget_;
     std::vector<Conn> conns_;
     RateSchedule schedule_;
     bool open_loop_;
     BodyCheck body_check_;
-    std::string batch_;  // `pipeline` requests back to back
-    std::size_t request_size_ = 0;
     Results results_;
+    std::uint64_t taken_ = 0;     // -n: requests taken from the budget
+    std::uint64_t finished_ = 0;  // -n: of those, answered or lost
     std::int64_t scan_interval_ = 0;
     std::int64_t next_scan_ = 0;
     std::uint64_t released_ = 0;  // --rate: requests of the thread handed to connections
@@ -272,17 +314,37 @@ class Worker : public LoadThread {
     bool connect_failing_ = false;  // connects failed since last_good_
     std::string gone_message_;
     bool window_started_ = false;
-    std::int64_t run_value_ = 0;  // latencies counted but not yet recorded
+    std::int64_t run_value_ = 0;  // latencies counted but not yet recorded, of one URL
+    std::uint32_t run_url_ = 0;
     std::uint64_t run_count_ = 0;
     rusage cpu_start_{};
 };
 
 template <class Io>
-void Worker<Io>::note_error(Error e, std::string_view message, std::int64_t now,
-                            std::uint64_t count) {
-    auto& slot = results_.first_error[static_cast<std::size_t>(e)];
-    if (slot.empty() && now >= times_.measure) slot = std::string(message);
-    counters(now).errors[static_cast<std::size_t>(e)] += count;
+void Worker<Io>::note_error(Error e, std::string_view message, bool measured, std::uint64_t count,
+                            std::uint32_t url) {
+    const auto i = static_cast<std::size_t>(e);
+    auto& slot = results_.first_error[i];
+    if (slot.empty() && measured) slot = std::string(message);
+    counters(measured).errors[i] += count;
+    if (measured && url != kNoUrl) results_.urls[url].counters.errors[i] += count;
+}
+
+template <class Io>
+std::uint64_t Worker<Io>::measured_in_flight(const Conn& c) const noexcept {
+    std::uint64_t n = 0;
+    const auto cap = static_cast<std::uint32_t>(c.ring.size());
+    for (std::uint32_t i = 0; i < c.in_flight; ++i)
+        n += c.ring[(c.head + i) % cap].sent >= times_.measure ? 1 : 0;
+    return n;
+}
+
+template <class Io>
+void Worker<Io>::publish() noexcept {
+    published_.responses.store(results_.measured.requests, std::memory_order_relaxed);
+    published_.warmup_responses.store(results_.warmup.requests, std::memory_order_relaxed);
+    published_.errors.store(results_.measured.error_total() + results_.warmup.error_total(),
+                            std::memory_order_relaxed);
 }
 
 template <class Io>
@@ -325,7 +387,17 @@ template <class Io>
 void Worker<Io>::fail(Conn& c, Error e, std::string_view message, std::int64_t now,
                       std::uint64_t count) {
     if (e == Error::connect) connect_failing_ = true;
-    note_error(e, message, now, count);
+    const bool measured = now >= times_.measure;
+    const auto cap = static_cast<std::uint32_t>(c.ring.size());
+    if (e == Error::timeout && measured) {
+        // Each request in flight timed out: each counts to its own URL.
+        note_error(e, message, measured, count, kNoUrl);
+        for (std::uint32_t i = 0; i < c.in_flight; ++i)
+            ++results_.urls[c.ring[(c.head + i) % cap].url]
+                  .counters.errors[static_cast<std::size_t>(e)];
+    } else {
+        note_error(e, message, measured, count, c.in_flight ? c.ring[c.head].url : kNoUrl);
+    }
     // A connection that failed before any answer waits before the next try,
     // so a server that refuses or drops everything is not hammered in a loop.
     close_and_reopen(c, now, e == Error::connect || c.answered == 0);
@@ -342,6 +414,8 @@ void Worker<Io>::close_and_reopen(Conn& c, std::int64_t now, bool backoff) {
     c.generation = (c.generation + 1) & 0xffffff;
     if (c.state == State::open) --open_count_;
     c.state = State::down;
+    // -n: what was in flight is lost (its error, if any, is counted already).
+    if (budget_ && c.in_flight) finished(measured_in_flight(c), now);
     c.in_flight = 0;
     c.write_left = 0;
     ++results_.reconnects;
@@ -368,16 +442,32 @@ void Worker<Io>::fill(Conn& c, std::int64_t now) {
             std::min<std::uint64_t>(due - c.next_k, config_.pipeline - c.in_flight));
         if (n == 0) return;
     }
+    // -n: after the warm-up, only what the budget gives.
+    if (budget_ && now >= times_.measure) {
+        n = budget_->take(n);
+        if (n == 0) return;
+        if (taken_ == 0) results_.first_sent_ns = now;
+        taken_ += n;
+    }
     const auto cap = static_cast<std::uint32_t>(c.ring.size());
+    const auto urls = static_cast<std::uint32_t>(mix_.size());
+    const std::uint32_t first_url = c.next_url;
+    const bool measured = measuring(now);
+    if (mix_.mixed_head() && c.in_flight == 0) c.framer.set_head_requests(mix_.head(first_url));
     for (std::uint32_t i = 0; i < n; ++i) {
         Slot& s = c.ring[(c.head + c.in_flight + i) % cap];
         s.sent = now;
         s.intended = open_loop_ ? schedule_.intended(c.index, c.next_k + i) : now;
+        s.url = c.next_url;
+        if (measured) ++results_.urls[c.next_url].counters.sent;
+        if (++c.next_url == urls) c.next_url = 0;
     }
+    if (measured) results_.measured.sent += n;
     if (open_loop_) c.next_k += n;
     c.in_flight += n;
-    c.write_ptr = batch_.data();
-    c.write_left = n * request_size_;
+    const std::string_view bytes = mix_.batch(first_url, n);
+    c.write_ptr = bytes.data();
+    c.write_left = bytes.size();
     io().start_send(c);
 }
 
@@ -387,38 +477,50 @@ void Worker<Io>::on_response(Conn& c, const Response& r, std::int64_t now) {
         c.unsolicited = true;
         return;
     }
-    const Slot& s = c.ring[c.head];
+    const Slot s = c.ring[c.head];
     c.head = (c.head + 1) % static_cast<std::uint32_t>(c.ring.size());
     --c.in_flight;
     ++c.answered;
     last_good_ = now;
+    // A mix of HEAD and other requests: the next response's framing depends
+    // on its request (set before the framer reads its head).
+    if (mix_.mixed_head() && c.in_flight) c.framer.set_head_requests(mix_.head(c.ring[c.head].url));
+    // -n counts a response by when its request was sent (after the warm-up:
+    // taken from the budget), the duration by when the response came.
+    const bool measured = budget_ ? s.sent >= times_.measure : now >= times_.measure;
+    if (budget_ && measured) finished(1, now);
     if (now >= times_.end) return;
-    Counters& k = counters(now);
+    Counters& k = counters(measured);
     ++k.requests;
     const int cls = r.status / 100;
-    if (cls >= 1 && cls <= 5) ++k.status[static_cast<std::size_t>(cls - 1)];
-    if (now >= times_.measure) {
+    const bool known = cls >= 1 && cls <= 5;
+    if (known) ++k.status[static_cast<std::size_t>(cls - 1)];
+    if (measured) {
+        Counters& u = results_.urls[s.url].counters;
+        ++u.requests;
+        if (known) ++u.status[static_cast<std::size_t>(cls - 1)];
         // A pipelined batch answered in one read shares one latency: count
-        // equal values together and record them once (flush_latency()).
+        // equal values of one URL together and record them once (flush_latency()).
         const std::int64_t corrected = now - s.intended;
-        if (corrected != run_value_ || run_count_ == 0) {
+        if (corrected != run_value_ || s.url != run_url_ || run_count_ == 0) {
             flush_latency();
             run_value_ = corrected;
+            run_url_ = s.url;
         }
         ++run_count_;
         if (open_loop_) results_.uncorrected.record(now - s.sent);
     }
     if (cls != 2) {
-        note_error(Error::non_2xx, fmt::format("status {}", r.status), now, 1);
+        note_error(Error::non_2xx, fmt::format("status {}", r.status), measured, 1, s.url);
     } else if (body_check_.enabled()) {
         if (auto why = body_check_.check(r.body, r.body_bytes, r.body_truncated))
-            note_error(Error::body, *why, now, 1);
+            note_error(Error::body, *why, measured, 1, s.url);
     }
 }
 
 template <class Io>
 bool Worker<Io>::consume(Conn& c, std::string_view data, std::int64_t now) {
-    if (now < times_.end) counters(now).bytes += data.size();
+    if (now < times_.end) counters(now >= times_.measure).bytes += data.size();
     const auto result = c.framer.feed(data, [&](const Response& r) { on_response(c, r, now); });
     flush_latency();
     if (c.unsolicited) {
@@ -539,7 +641,8 @@ void Worker<Io>::run() {
             window_started_ = true;
             sample_cpu(false);
         }
-        if (now >= times_.end) break;
+        publish();
+        if (now >= times_.end || all_done()) break;
         // The next thing due: the end, a scan, the window, a --rate request;
         // nothing while connections remain to be opened.
         std::int64_t until = std::min(times_.end, next_scan_);
@@ -556,7 +659,13 @@ void Worker<Io>::run() {
         sample_cpu(true);
         results_.measured_s = static_cast<double>(std::min(now, times_.end) - times_.measure) / 1e9;
     }
+    results_.stopped_ns = std::min(now, times_.end);
+    results_.all_done = all_done();
     results_.open_at_end = open_count_;
+    flush_latency();
+    for (const UrlResults& u : results_.urls)
+        results_.latency.merge(u.latency);
+    publish();
 }
 
 }  // namespace sm::loadgen::detail

@@ -1,9 +1,14 @@
 // loadgen's options: URL and duration parsing, the command line (wrk's option
-// names, bad arguments exit with code 2) and the request put on the wire.
+// names, bad arguments exit with code 2), the request mix (several URLs,
+// --urls FILE), -n, and the request put on the wire.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <fstream>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -390,4 +395,174 @@ TEST_CASE("config render_request puts Host, the headers and the body on the wire
         CHECK(render_request(c) ==
               "DELETE /x HTTP/1.1\r\nHost: 10.0.0.1:81\r\nX-Only-Name\r\nHost-Like: 1\r\n\r\n");
     }
+}
+
+TEST_CASE("config several URLs make a mix, in the order given", "[config][mix]") {
+    const Config c = parse_ok({"-m", "HEAD", "-H", "X-A: 1", kUrl, "http://127.0.0.1:8080/json",
+                               "http://127.0.0.1:8080/"});
+    REQUIRE(c.requests.size() == 3);
+    CHECK(c.mix());
+    CHECK(c.target.url == kUrl);
+    CHECK(c.requests[0].target.path == "/plaintext");
+    CHECK(c.requests[1].target.path == "/json");
+    CHECK(c.requests[2].target.path == "/");
+    for (const auto& r : c.requests) {
+        CHECK(r.method == "HEAD");  // -m and -H apply to every URL
+        CHECK(r.headers == std::vector<std::string>{"X-A: 1"});
+    }
+    CHECK_FALSE(parse_ok({kUrl}).mix());
+    CHECK(parse_ok({kUrl}).requests.size() == 1);
+}
+
+TEST_CASE("config parse_request_lines reads methods, indented headers, comments", "[config][mix]") {
+    using sm::loadgen::parse_request_lines;
+    const std::string text =
+        "# a mix\n"
+        "http://h:1/a\n"
+        "\n"
+        "POST http://h:1/b\r\n"
+        "  Content-Type: text/plain\n"
+        "\tX-Trace: one two  \n"
+        "   # a comment between headers\n"
+        "HEAD   http://h:1/c\n"
+        "   \n";
+    const auto lines = parse_request_lines(text, "mix.txt");
+    REQUIRE(lines.size() == 3);
+    CHECK(lines[0].method.empty());
+    CHECK(lines[0].url == "http://h:1/a");
+    CHECK(lines[0].headers.empty());
+    CHECK(lines[0].line == 2);
+    CHECK(lines[1].method == "POST");
+    CHECK(lines[1].url == "http://h:1/b");
+    CHECK(lines[1].headers ==
+          std::vector<std::string>{"Content-Type: text/plain", "X-Trace: one two"});
+    CHECK(lines[1].line == 4);
+    CHECK(lines[2].method == "HEAD");
+    CHECK(lines[2].url == "http://h:1/c");
+    CHECK(parse_request_lines("", "empty").empty());
+    CHECK(parse_request_lines("# only\n\n", "comments").empty());
+}
+
+TEST_CASE("config parse_request_lines names the file and line of a bad one", "[config][mix]") {
+    using sm::loadgen::parse_request_lines;
+    struct Case {
+        const char* text;
+        const char* where;
+    };
+    for (const Case& c :
+         {Case{"  X-A: 1\nhttp://h/\n", "f:1:"}, Case{"http://h/\n  NoColon\n", "f:2:"},
+          Case{"http://h/\n\nGET http://h/ extra\n", "f:3:"}}) {
+        INFO(c.text);
+        try {
+            parse_request_lines(c.text, "f");
+            FAIL("accepted");
+        } catch (const std::invalid_argument& e) {
+            CHECK_THAT(e.what(), Catch::Matchers::StartsWith(c.where));
+        }
+    }
+}
+
+TEST_CASE("config --urls FILE adds its requests after the URLs given", "[config][mix]") {
+    const std::string path = "/tmp/sm_loadgen_unit_urls_" + std::to_string(::getpid()) + ".txt";
+    {
+        std::ofstream f(path);
+        f << "# the mix\nGET http://127.0.0.1:8080/json\n  Accept: application/json\n"
+             "HEAD http://127.0.0.1:8080/\n";
+    }
+    const Config c = parse_ok({"-H", "X-A: 1", "--urls", path, kUrl});
+    std::remove(path.c_str());
+    REQUIRE(c.requests.size() == 3);
+    CHECK(c.urls_file == path);
+    CHECK(c.requests[0].target.url == kUrl);
+    CHECK(c.requests[0].method == "GET");
+    CHECK(c.requests[1].target.path == "/json");
+    CHECK(c.requests[1].headers == std::vector<std::string>{"X-A: 1", "Accept: application/json"});
+    CHECK(c.requests[2].method == "HEAD");
+    CHECK(
+        render_request(c, c.requests[1]) ==
+        "GET /json HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nX-A: 1\r\nAccept: application/json\r\n\r\n");
+    // The file alone is enough.
+    {
+        std::ofstream f(path);
+        f << "http://127.0.0.1:8080/json\n";
+    }
+    const Config alone = parse_ok({"--urls", path});
+    std::remove(path.c_str());
+    CHECK(alone.target.path == "/json");
+    CHECK_FALSE(alone.mix());
+}
+
+TEST_CASE("config refuses a mix it cannot run, with exit code 2", "[config][mix]") {
+    const std::string path = "/tmp/sm_loadgen_unit_bad_" + std::to_string(::getpid()) + ".txt";
+    const auto with_file = [&](const std::string& text) {
+        std::ofstream f(path);
+        f << text;
+    };
+    std::vector<std::string> many;
+    for (std::size_t i = 0; i <= sm::loadgen::kMaxUrls; ++i)
+        many.push_back("http://127.0.0.1:8080/" + std::to_string(i));
+    struct Case {
+        const char* what;
+        std::string file;  // written to `path` first when not empty
+        std::vector<std::string> args;
+    };
+    const std::vector<Case> cases = {
+        {"another port", "", {kUrl, "http://127.0.0.1:8081/json"}},
+        {"another host", "", {kUrl, "http://localhost:8080/json"}},
+        {"--expect-body with a mix",
+         "",
+         {"--expect-body", "x", kUrl, "http://127.0.0.1:8080/json"}},
+        {"--expect-json with a mix", "", {"--expect-json", "{}", kUrl, kUrl}},
+        {"more than kMaxUrls", "", many},
+        {"a missing file", "", {"--urls", "/nonexistent/sm-urls.txt"}},
+        {"a file without requests", "# nothing\n", {"--urls", path}},
+        {"a bad URL in the file", "http://127.0.0.1:8080/\nftp://x/\n", {"--urls", path}},
+        {"another host in the file", "http://127.0.0.1:9/\n", {"--urls", path, kUrl}},
+        {"a bad header in the file", "http://127.0.0.1:8080/\n  Bad Name: 1\n", {"--urls", path}},
+    };
+    for (const auto& c : cases) {
+        INFO(c.what);
+        if (!c.file.empty()) with_file(c.file);
+        const auto parsed = parse(c.args);
+        CHECK(parsed.exit_code == 2);
+        CHECK_FALSE(parsed.config.has_value());
+    }
+    std::remove(path.c_str());
+}
+
+TEST_CASE("config -n counts requests; -d is then a time limit only when given", "[config][count]") {
+    const Config plain = parse_ok({kUrl});
+    CHECK_FALSE(plain.counted());
+    CHECK(plain.time_limited);
+
+    const Config n = parse_ok({"-n", "1000", kUrl});
+    CHECK(n.counted());
+    CHECK(n.request_count == 1000);
+    CHECK_FALSE(n.time_limited);
+
+    const Config limited = parse_ok({"--requests", "5", "-d", "3s", kUrl});
+    CHECK(limited.request_count == 5);
+    CHECK(limited.time_limited);
+    CHECK(limited.duration == 3s);
+
+    for (const char* bad : {"0", "-1", "many", "1.5"}) {
+        INFO("-n " << bad);
+        CHECK(parse({"-n", bad, kUrl}).exit_code == 2);
+    }
+}
+
+TEST_CASE("config --latency asks for the percentile table", "[config]") {
+    CHECK_FALSE(parse_ok({kUrl}).latency_table);
+    CHECK(parse_ok({"--latency", kUrl}).latency_table);
+}
+
+TEST_CASE("config wants_progress: a terminal, no --quiet, a long run or -n", "[config]") {
+    using sm::loadgen::wants_progress;
+    CHECK(wants_progress(parse_ok({"-d", "3s", kUrl}), true));
+    CHECK(wants_progress(parse_ok({"-d", "2s", "--warmup", "1s", kUrl}), true));
+    CHECK(wants_progress(parse_ok({"-n", "10", kUrl}), true));
+    CHECK_FALSE(wants_progress(parse_ok({"-d", "2s", kUrl}), true));
+    CHECK_FALSE(wants_progress(parse_ok({"-d", "10s", kUrl}), false));
+    CHECK_FALSE(wants_progress(parse_ok({"-d", "10s", "-q", kUrl}), true));
+    CHECK_FALSE(wants_progress(parse_ok({"-n", "10", "--quiet", kUrl}), true));
 }
