@@ -44,7 +44,7 @@ TEST_CASE("engine each choice reports the engine it ran with", "[loadgen][engine
     {
         INFO(epoll.describe());
         REQUIRE(epoll.exited_with(0));
-        check_schema(epoll.json());
+        check_consistency(epoll.json());
         CHECK(epoll.json().string("/config/engine") == "epoll");
         CHECK(epoll.json().count("/requests") > 0);
         CHECK(epoll.total_errors() == 0);
@@ -56,7 +56,7 @@ TEST_CASE("engine each choice reports the engine it ran with", "[loadgen][engine
     {
         INFO(uring.describe());
         if (uring_works) {
-            check_schema(uring.json());
+            check_consistency(uring.json());
             CHECK(uring.json().string("/config/engine") == "uring");
             CHECK(uring.json().count("/requests") > 0);
             CHECK(uring.total_errors() == 0);
@@ -69,7 +69,7 @@ TEST_CASE("engine each choice reports the engine it ran with", "[loadgen][engine
     const Run automatic = with("auto");
     INFO(automatic.describe());
     REQUIRE(automatic.exited_with(0));
-    check_schema(automatic.json());
+    check_consistency(automatic.json());
     CHECK(automatic.json().string("/config/engine") == (uring_works ? "uring" : "epoll"));
     // Falling back is silent.
     CHECK(automatic.result.err.find("io_uring") == std::string::npos);
@@ -83,7 +83,7 @@ TEST_CASE("engine auto falls back to epoll when a seccomp filter denies io_uring
         deny, {"--engine", "auto", "-t1", "-c2", "-d", "300ms", url_of(*server, "/plaintext")});
     INFO(run.describe());
     REQUIRE(run.exited_with(0));
-    check_schema(run.json());
+    check_consistency(run.json());
     CHECK(run.json().string("/config/engine") == "epoll");
     CHECK(run.json().count("/requests") > 0);
     CHECK(run.total_errors() == 0);

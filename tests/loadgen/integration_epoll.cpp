@@ -44,7 +44,7 @@ void check_clean(const Run& run, std::uint64_t connections) {
     INFO(run.describe());
     CHECK(run.exited_with(0));
     const Report& r = run.json();
-    check_schema(r);
+    check_consistency(r);
     CHECK(r.string("/ended") == "completed");
     CHECK(r.count("/requests") > 0);
     CHECK(r.count("/status/2xx") == r.count("/requests"));
@@ -148,7 +148,7 @@ TEST_CASE("epoll expect-body counts responses whose body differs", "[loadgen][ep
     } else {
         CHECK(run.exited_with(0));
         const Report& r = run.json();
-        check_schema(r);
+        check_consistency(r);
         // Every response is complete and 2xx, and every one is a body error.
         CHECK(r.count("/requests") > 0);
         CHECK(r.count("/status/2xx") == r.count("/requests"));
@@ -179,7 +179,7 @@ TEST_CASE("epoll expect-json compares parsed documents", "[loadgen][epoll]") {
     } else {
         CHECK(run.exited_with(0));
         const Report& r = run.json();
-        check_schema(r);
+        check_consistency(r);
         CHECK(r.count("/requests") > 0);
         CHECK(r.count("/status/2xx") == r.count("/requests"));
         CHECK(r.count("/errors/body") == r.count("/requests"));
@@ -194,7 +194,7 @@ TEST_CASE("epoll 404 path counts non_2xx and status 4xx", "[loadgen][epoll]") {
     INFO(run.describe());
     CHECK(run.exited_with(0));
     const Report& r = run.json();
-    check_schema(r);
+    check_consistency(r);
     CHECK(r.string("/ended") == "completed");
     CHECK(r.count("/requests") > 0);
     CHECK(r.count("/status/4xx") == r.count("/requests"));
@@ -234,7 +234,7 @@ TEST_CASE("epoll warm-up is reported apart", "[loadgen][epoll]") {
     INFO(run.describe());
     CHECK(run.exited_with(0));
     const Report& r = run.json();
-    check_schema(r);
+    check_consistency(r);
     CHECK(r.number("/config/warmup_s") == Approx(0.5));
     CHECK(r.number("/config/duration_s") == Approx(0.5));
     CHECK(r.count("/warmup/requests") > 0);
@@ -256,14 +256,15 @@ TEST_CASE("epoll --announce prints the schedule before the load, on the monotoni
         return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
     };
     const std::int64_t before = mono_ns();
-    const Run run = run_loadgen({"-t1", "-c2", "-d", "300ms", "--warmup", "200ms", "-q", "--announce",
-                                 url_of(*server, "/plaintext")});
+    const Run run = run_loadgen({"-t1", "-c2", "-d", "300ms", "--warmup", "200ms", "-q",
+                                 "--announce", url_of(*server, "/plaintext")});
     const std::int64_t after = mono_ns();
     INFO(run.describe());
     CHECK(run.exited_with(0));
     long long start = 0, measure = 0, end = 0;
-    REQUIRE(std::sscanf(run.result.out.c_str(), "schedule monotonic_ns start=%lld measure=%lld end=%lld\n",
-                        &start, &measure, &end) == 3);
+    REQUIRE(std::sscanf(run.result.out.c_str(),
+                        "schedule monotonic_ns start=%lld measure=%lld end=%lld\n", &start,
+                        &measure, &end) == 3);
     // The only line (-q), and the times are this machine's CLOCK_MONOTONIC:
     // inside the run, warm-up then window, as long as asked.
     CHECK(std::count(run.result.out.begin(), run.result.out.end(), '\n') == 1);
@@ -282,7 +283,8 @@ TEST_CASE("epoll thousands of connections: the first answers come while the rest
     // error. Connections now open 128 per round of the event loop.
     rlimit rl{};
     REQUIRE(::getrlimit(RLIMIT_NOFILE, &rl) == 0);
-    const std::uint64_t conns = std::min<std::uint64_t>(16000, rl.rlim_max > 256 ? rl.rlim_max - 200 : 56);
+    const std::uint64_t conns =
+        std::min<std::uint64_t>(16000, rl.rlim_max > 256 ? rl.rlim_max - 200 : 56);
     auto server = start_epoll();
     const Run run = run_loadgen({"-t1", "-c", std::to_string(conns), "-d", "1s", "--timeout", "5s",
                                  url_of(*server, "/plaintext")},
@@ -315,7 +317,7 @@ TEST_CASE("epoll --json - writes JSON to stdout and the summary to stderr", "[lo
                     << run.err);
     CHECK(run.status.clean());
     const Report r(run.out);
-    check_schema(r);
+    check_consistency(r);
     CHECK(r.count("/requests") > 0);
     CHECK(has_line_starting(run.err, "Requests/sec:"));
     CHECK_FALSE(has_line_starting(run.out, "Requests/sec:"));

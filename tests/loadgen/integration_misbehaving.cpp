@@ -52,7 +52,7 @@ TEST_CASE("misbehaving server that closes every connection at once", "[loadgen][
     // The connects succeed, so the server is not gone: the run completes.
     CHECK(run.exited_with(0));
     const Report& r = run.json();
-    check_schema(r);
+    check_consistency(r);
     CHECK(r.string("/ended") == "completed");
     CHECK(r.count("/requests") == 0);
     // Each loss counted (the close shows as a read or a write failure) and
@@ -72,7 +72,7 @@ TEST_CASE("misbehaving server that never answers: timeouts replace connections",
                         << server.requests());
     CHECK(run.exited_with(0));
     const Report& r = run.json();
-    check_schema(r);
+    check_consistency(r);
     CHECK(r.number("/config/timeout_s") == Approx(0.2));
     CHECK(r.count("/requests") == 0);
     CHECK(errors(r, "timeout") > 0);
@@ -92,7 +92,7 @@ TEST_CASE("misbehaving server that answers garbage: malformed", "[loadgen][misbe
     INFO(run.describe() << "server accepted " << server.accepted());
     CHECK(run.exited_with(0));
     const Report& r = run.json();
-    check_schema(r);
+    check_consistency(r);
     CHECK(r.count("/requests") == 0);
     CHECK(errors(r, "malformed") > 0);
     REQUIRE(r.has("/error_messages/malformed"));
@@ -111,7 +111,7 @@ TEST_CASE("misbehaving server that answers 500: non_2xx and 5xx", "[loadgen][mis
     INFO(run.describe());
     CHECK(run.exited_with(0));
     const Report& r = run.json();
-    check_schema(r);
+    check_consistency(r);
     CHECK(r.count("/requests") > 0);
     CHECK(r.count("/status/5xx") == r.count("/requests"));
     CHECK(errors(r, "non_2xx") == r.count("/requests"));
@@ -133,7 +133,7 @@ TEST_CASE("misbehaving server that closes in the middle of a response: read erro
     INFO(run.describe() << "server accepted " << server.accepted());
     CHECK(run.exited_with(0));
     const Report& r = run.json();
-    check_schema(r);
+    check_consistency(r);
     CHECK(r.count("/requests") > 0);
     CHECK(r.count("/status/2xx") == r.count("/requests"));
     CHECK(errors(r, "read") > 0);
@@ -163,7 +163,7 @@ TEST_CASE("misbehaving server: chunked responses are framed", "[loadgen][misbeha
     INFO(c.what << "\n" << run.describe());
     CHECK(run.exited_with(0));
     const Report& r = run.json();
-    check_schema(r);
+    check_consistency(r);
     CHECK(r.count("/requests") > 0);
     CHECK(r.count("/status/2xx") == r.count("/requests"));
     CHECK(run.total_errors() == 0);
@@ -191,7 +191,7 @@ TEST_CASE("misbehaving server that closes after each response: reconnects, not e
     INFO(c.what << "\n" << run.describe() << "server accepted " << server.accepted());
     CHECK(run.exited_with(0));
     const Report& r = run.json();
-    check_schema(r);
+    check_consistency(r);
     CHECK(r.count("/requests") > 0);
     CHECK(r.count("/status/2xx") == r.count("/requests"));
     CHECK(run.total_errors() == 0);
@@ -206,7 +206,7 @@ TEST_CASE("misbehaving server: an interim 100 response is skipped", "[loadgen][m
     INFO(run.describe());
     CHECK(run.exited_with(0));
     const Report& r = run.json();
-    check_schema(r);
+    check_consistency(r);
     CHECK(r.count("/requests") > 0);
     // One final response per request: the 100 is not a request of its own.
     CHECK(r.count("/status/2xx") == r.count("/requests"));
@@ -286,7 +286,7 @@ TEST_CASE("misbehaving server that resets while the client writes: write errors"
     INFO("loadgen exit: " << run.result.status.describe() << "; server resets " << server.resets());
     CHECK(run.exited_with(0));
     const Report& r = run.json();
-    check_schema(r);
+    check_consistency(r);
     CHECK(r.count("/requests") == 0);
     INFO("read errors " << errors(r, "read") << ", connect errors " << errors(r, "connect"));
     CHECK(errors(r, "write") > 0);

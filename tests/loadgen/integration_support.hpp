@@ -1,7 +1,7 @@
 // Shared pieces of the loadgen integration suite: running the loadgen binary
 // (to completion or in the background) with its JSON report in a temporary
-// file, checking that report against the schema in bench/loadgen/README.md,
-// starting server-epoll, and small misbehaving HTTP servers run in a thread.
+// file, checking that report's sums, starting server-epoll, and small
+// misbehaving HTTP servers run in a thread.
 //
 // The binaries come from SM_LOADGEN_BINARY and SM_SERVER_EPOLL_BINARY: the
 // environment variables of those names, else the paths CMake compiled in.
@@ -136,14 +136,16 @@ class BackgroundLoadgen {
     std::unique_ptr<BackgroundProcess> process_;
 };
 
-// Checks (CHECK, so every mismatch is listed) that the report has every key
-// the README documents with the documented type: the config block, counters,
-// status and error classes, connections, both latency blocks (percentiles
-// ascending, the spectrum cumulative and ending at 100), warmup and
-// client_cpu. Also the sums that must agree: the status classes add up to
-// `requests`, latency.count equals `requests`, every error class with a count
-// has its first message. The caller shows the report (Run::describe()).
-void check_schema(const Report& report);
+// Checks (CHECK, so every mismatch is listed) the sums a schema cannot: the
+// status classes 2xx..5xx add up to `requests` and latency.count equals it,
+// every error class with a count has its first message, latency_uncorrected
+// is there exactly with --rate, the URLs of the mix add up to the totals
+// (their errors at most: a connect error belongs to no URL), and with -n no
+// more than N were sent. A missing key or one of another type throws (see
+// Report). The report's structure and types are bench/loadgen/
+// results.schema.json's to check (ctest loadgen:results_schema). The caller
+// shows the report (Run::describe()).
+void check_consistency(const Report& report);
 
 // A line of `text`, without its leading blanks, starts with `prefix`.
 bool has_line_starting(std::string_view text, std::string_view prefix);
