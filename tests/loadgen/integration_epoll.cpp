@@ -1,5 +1,6 @@
 // loadgen against the real server-epoll: closed loop, pipelining, body checks,
-// status classes, open loop (--rate), warm-up, HEAD, JSON to stdout and IPv6.
+// status classes, open loop (--rate), warm-up, HEAD, JSON to stdout, IPv6 and
+// the --latency table.
 // Every run is short (at most a second of load) and bounded by run_loadgen's
 // timeout; nothing here judges speed, only what is counted and reported.
 #include <netinet/in.h>
@@ -335,4 +336,43 @@ TEST_CASE("epoll over IPv6 loopback", "[loadgen][epoll]") {
     check_clean(run, 2);
     INFO(run.describe());
     CHECK(run.json().string("/config/url") == url);
+}
+
+TEST_CASE("epoll --latency prints a percentile table in place of the latency row",
+          "[loadgen][epoll]") {
+    struct Case {
+        const char* what;
+        std::vector<std::string> extra;
+        bool open_loop;
+    };
+    const auto c =
+        GENERATE(Case{"closed loop", {}, false}, Case{"open loop", {"--rate", "1000"}, true});
+    auto server = start_epoll();
+    std::vector<std::string> args = {"-t1", "-c2", "-d", "500ms", "--latency"};
+    args.insert(args.end(), c.extra.begin(), c.extra.end());
+    args.push_back(url_of(*server, "/plaintext"));
+    const Run run = run_loadgen(args);
+    INFO(c.what << "\n" << run.describe());
+    CHECK(run.exited_with(0));
+    check_consistency(run.json());
+    const std::string& out = run.result.out;
+    CHECK(has_line_starting(out, "Latency Distribution"));
+    // wrk's rows ("     50%  351.20us"), one per percentile, then the maximum;
+    // with --rate the uncorrected latency beside each.
+    for (const char* row : {"50% ", "75% ", "90% ", "99% ", "99.9% ", "99.99% ", "max "}) {
+        INFO("row " << row);
+        CHECK(has_line_starting(out, row));
+        const auto at = out.find(std::string(row));
+        REQUIRE(at != std::string::npos);
+        const std::string line = out.substr(at, out.find('\n', at) - at);
+        std::size_t values = 0;
+        for (std::size_t i = 0; i < line.size(); ++i)
+            values += line[i] == 's' && (i + 1 == line.size() || line[i + 1] == ' ') ? 1 : 0;
+        CHECK(values == (c.open_loop ? 2 : 1));
+    }
+    CHECK((out.find("uncorrected") != std::string::npos) == c.open_loop);
+    CHECK(has_line_starting(out, "Uncorrected") == c.open_loop);
+    // Not the row as well: the percentiles are printed once.
+    CHECK(out.find("p50") == std::string::npos);
+    CHECK(out.find("p99.99") == std::string::npos);
 }

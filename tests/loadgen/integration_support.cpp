@@ -10,12 +10,14 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <span>
 #include <sstream>
 #include <stdexcept>
@@ -406,12 +408,18 @@ std::string MisbehavingServer::url(std::string_view path) const {
     return url_of("127.0.0.1", port_, path);
 }
 
+std::vector<std::vector<std::string>> MisbehavingServer::targets() const {
+    const std::lock_guard lock(targets_mutex_);
+    return targets_;
+}
+
 void MisbehavingServer::serve(const std::stop_token& stop) {
     struct Client {
         int fd = -1;
         std::string in;        // received, not yet taken as requests
         std::size_t next = 0;  // index of the next request on this connection
         bool closing = false;  // replied with close_after: waiting for the client's EOF
+        std::size_t id = 0;    // its list in targets_
     };
     // Bounded: the client may never read, so a send waits a second at most.
     const auto send_all = [](int fd, std::string_view bytes) {
@@ -459,10 +467,21 @@ void MisbehavingServer::serve(const std::stop_token& stop) {
             bool alive = true;
             for (std::size_t end = c.in.find("\r\n\r\n"); end != std::string::npos && alive;
                  end = c.in.find("\r\n\r\n")) {
+                // The target: between the request line's first two spaces.
+                const std::size_t from = std::min(c.in.find(' '), end);
+                const std::size_t to = std::min(c.in.find(' ', from + 1), end);
+                const std::string target =
+                    from < to ? c.in.substr(from + 1, to - from - 1) : std::string();
+                {
+                    const std::lock_guard lock(targets_mutex_);
+                    targets_[c.id].push_back(target);
+                }
                 c.in.erase(0, end + 4);
                 ++requests_;
-                if (!behavior_.reply) continue;
-                const Reply reply = behavior_.reply(c.next++);
+                if (!behavior_.reply && !behavior_.reply_to) continue;
+                const std::size_t index = c.next++;
+                const Reply reply =
+                    behavior_.reply_to ? behavior_.reply_to(index, target) : behavior_.reply(index);
                 for (const std::string& piece : reply.pieces)
                     alive = alive && send_all(c.fd, piece);
                 if (alive && reply.close_after) {
@@ -490,7 +509,13 @@ void MisbehavingServer::serve(const std::stop_token& stop) {
             }
             const int one = 1;
             ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-            clients.push_back(Client{fd, {}, 0, false});
+            std::size_t id = 0;
+            {
+                const std::lock_guard lock(targets_mutex_);
+                id = targets_.size();
+                targets_.emplace_back();
+            }
+            clients.push_back(Client{fd, {}, 0, false, id});
         }
     }
     for (const Client& c : clients)

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -183,7 +184,10 @@ class MisbehavingServer {
         bool close_on_accept = false;
         // The reply to request n (from 0) of a connection; empty: read
         // requests but never answer.
-        std::function<Reply(std::size_t n)> reply;
+        std::function<Reply(std::size_t n)> reply = {};
+        // When set, used instead of `reply`: also given the request's target
+        // ("/plaintext"), for a mix.
+        std::function<Reply(std::size_t n, std::string_view target)> reply_to = {};
     };
 
     explicit MisbehavingServer(Behavior behavior);
@@ -195,11 +199,16 @@ class MisbehavingServer {
     [[nodiscard]] std::string url(std::string_view path = "/") const;
     [[nodiscard]] std::size_t accepted() const noexcept { return accepted_.load(); }
     [[nodiscard]] std::size_t requests() const noexcept { return requests_.load(); }
+    // The request targets each connection sent, in order: one list per
+    // accepted connection, in the order they were accepted.
+    [[nodiscard]] std::vector<std::vector<std::string>> targets() const;
 
   private:
     void serve(const std::stop_token& stop);
 
     Behavior behavior_;
+    mutable std::mutex targets_mutex_;
+    std::vector<std::vector<std::string>> targets_;
     int listener_ = -1;
     std::uint16_t port_ = 0;
     std::atomic<std::size_t> accepted_{0};
