@@ -191,17 +191,22 @@ std::string text_report(const Config& c, const Outcome& o) {
     if (c.warmup.count())
         out += fmt::format("  Warm-up: {} requests, {} errors (not counted below)\n",
                            r.warmup.requests, r.warmup.error_total());
-    if (r.latency.count() == 0) {
-        out += "  Latency: (no request completed)\n";
-    } else if (c.latency_table) {
-        out += latency_table(r.latency, c.open_loop() ? &r.uncorrected : nullptr);
+    if (c.latency_table) {
+        if (r.latency.count() == 0)
+            out += "  Latency: (no request completed)\n";
+        else
+            out += latency_table(r.latency, c.open_loop() ? &r.uncorrected : nullptr);
     } else {
         out += fmt::format("  {:<12}", "Latency");
         for (const char* k : kPercentileKeys)
             out += fmt::format(" {:>9}", fmt::format("p{}", k));
         out += fmt::format(" {:>9} {:>9} {:>9}\n", "max", "mean", "stdev");
-        out += latency_line(c.open_loop() ? "Corrected" : "", r.latency);
-        if (c.open_loop()) out += latency_line("Uncorrected", r.uncorrected);
+        if (r.latency.count() == 0) {
+            out += "  (no request completed)\n";
+        } else {
+            out += latency_line(c.open_loop() ? "Corrected" : "", r.latency);
+            if (c.open_loop()) out += latency_line("Uncorrected", r.uncorrected);
+        }
     }
     out += fmt::format("  {} requests in {:.2f}s, {} read\n", m.requests, r.measured_s,
                        human_bytes(static_cast<double>(m.bytes)));
