@@ -570,6 +570,14 @@ class FixedLoad(CompareTestCase):
                 self.assertTrue(r["saturated"], r)
                 continue
             self.assertAlmostEqual(r["offered_rps"], float(r["rate"]) * closed["rps"], delta=1.0)
+            # An open loop never sends more than it is asked to.
+            self.assertLessEqual(r["rps"], r["offered_rps"] * 1.02, r)
+            if r["saturated"] and r["noisy"]:
+                # A pinned core busy with other work (a shared box) can hold
+                # back even a tenth of the server's rate: then this says so
+                # rather than failing (ctest runs this case alone: RUN_SERIAL).
+                self.skipTest(f"the run at {r['rate']} of the maximum was saturated on a busy machine: "
+                              f"{'; '.join(r['noisy'])}")
             self.assertFalse(r["saturated"], r)
             self.assertLessEqual(abs(r["rps"] / r["offered_rps"] - 1), 0.02, r)
             for k in ("50", "99", "99.9"):
