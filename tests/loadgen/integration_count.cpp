@@ -19,16 +19,6 @@ using namespace sm::test::loadgen;
 
 namespace {
 
-using Reply = MisbehavingServer::Reply;
-using Behavior = MisbehavingServer::Behavior;
-
-const std::string kOk =
-    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 13\r\n\r\nHello, World!";
-
-Behavior answer_all() {
-    return Behavior{.reply = [](std::size_t) { return Reply{{kOk}}; }};
-}
-
 // A run -n stopped: every one of the N answered, nothing else counted (and
 // the text summary says so, unless -q).
 void check_exact(const Run& run, std::uint64_t n, bool quiet = false) {
@@ -60,7 +50,7 @@ TEST_CASE("count -n: exactly N responses and N requests at the server, any shape
                  Case{"pipeline 16 on four connections", {"-t1", "-c4", "--pipeline", "16"}},
                  Case{"pipeline 7, two threads", {"-t2", "-c3", "--pipeline", "7"}});
     constexpr std::uint64_t kN = 1001;  // a multiple of no batch here
-    MisbehavingServer server(answer_all());
+    MisbehavingServer server(MisbehavingServer::answering_ok());
     std::vector<std::string> args = c.shape;
     args.insert(args.end(), {"-n", std::to_string(kN), server.url("/plaintext")});
     const Run run = run_loadgen(args);
@@ -91,7 +81,7 @@ TEST_CASE("count -n against server-epoll, closed and open loop", "[loadgen][coun
 }
 
 TEST_CASE("count -n after a warm-up: the warm-up's responses are not counted", "[loadgen][count]") {
-    MisbehavingServer server(answer_all());
+    MisbehavingServer server(MisbehavingServer::answering_ok());
     const Run run =
         run_loadgen({"-t1", "-c4", "--warmup", "300ms", "-n", "200", server.url("/plaintext")});
     INFO(run.describe() << "server requests " << server.requests());
@@ -126,10 +116,7 @@ TEST_CASE("count -n: requests lost to errors end the run too, none sent again",
           "[loadgen][count]") {
     // Three answers per connection, then half of the fourth and a close: the
     // fourth request of each connection is lost (a read error).
-    MisbehavingServer server(Behavior{.reply = [](std::size_t n) {
-        if (n < 3) return Reply{{kOk}};
-        return Reply{{"HTTP/1.1 200 OK\r\nContent-Length: 13\r\n\r\nHello"}, true};
-    }});
+    MisbehavingServer server(MisbehavingServer::closing_mid_response(3));
     const Run run = run_loadgen({"-t1", "-c2", "-n", "100", server.url("/plaintext")});
     INFO(run.describe() << "server requests " << server.requests());
     CHECK(run.exited_with(0));

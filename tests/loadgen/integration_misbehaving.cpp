@@ -40,8 +40,7 @@ std::uint64_t errors(const Report& r, std::string_view c) {
     return r.count("/errors/" + std::string(c));
 }
 
-const std::string kOk =
-    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 13\r\n\r\nHello, World!";
+const std::string& kOk = MisbehavingServer::kOk;
 
 }  // namespace
 
@@ -125,10 +124,7 @@ TEST_CASE("misbehaving server that answers 500: non_2xx and 5xx", "[loadgen][mis
 TEST_CASE("misbehaving server that closes in the middle of a response: read errors",
           "[loadgen][misbehaving]") {
     // Three whole responses per connection, then half of the fourth and a close.
-    MisbehavingServer server(Behavior{.reply = [](std::size_t n) {
-        if (n < 3) return Reply{{kOk}};
-        return Reply{{"HTTP/1.1 200 OK\r\nContent-Length: 13\r\n\r\nHello"}, true};
-    }});
+    MisbehavingServer server(MisbehavingServer::closing_mid_response(3));
     const Run run = load(server);
     INFO(run.describe() << "server accepted " << server.accepted());
     CHECK(run.exited_with(0));

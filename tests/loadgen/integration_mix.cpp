@@ -24,9 +24,7 @@ namespace {
 
 using Reply = MisbehavingServer::Reply;
 using Behavior = MisbehavingServer::Behavior;
-
-const std::string kOk =
-    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 13\r\n\r\nHello, World!";
+const std::string& kOk = MisbehavingServer::kOk;
 
 std::string url_field(const Report& r, std::size_t i, std::string_view key) {
     return r.string("/urls/" + std::to_string(i) + "/" + std::string(key));
@@ -35,14 +33,8 @@ std::uint64_t url_count(const Report& r, std::size_t i, std::string_view key) {
     return r.count("/urls/" + std::to_string(i) + "/" + std::string(key));
 }
 
-// A server that answers 200 to anything (and records, as every
-// MisbehavingServer, what each connection asked for).
-Behavior answer_all() {
-    return Behavior{.reply = [](std::size_t) { return Reply{{kOk}}; }};
-}
-
 // The targets of the connections that sent requests (loadgen's start-up
-// probe connects and sends nothing).
+// probe connects and sends nothing). Every MisbehavingServer records them.
 std::vector<std::vector<std::string>> loaded(const MisbehavingServer& server) {
     std::vector<std::vector<std::string>> out;
     for (auto& conn : server.targets())
@@ -114,7 +106,7 @@ TEST_CASE("mix spread: request i of connection j goes to URL (i + j) mod URLs", 
         GENERATE(Case{"one thread, three connections", {"-t1", "-c3"}, 3},
                  Case{"two threads, five connections", {"-t2", "-c5"}, 5},
                  Case{"pipelined, two connections", {"-t1", "-c2", "--pipeline", "4"}, 2});
-    MisbehavingServer server(answer_all());
+    MisbehavingServer server(MisbehavingServer::answering_ok());
     const std::vector<std::string> paths = {"/a", "/b", "/c"};
     std::vector<std::string> args = c.shape;
     args.insert(args.end(), {"-n", "60"});
@@ -162,7 +154,7 @@ TEST_CASE("mix spread: request i of connection j goes to URL (i + j) mod URLs", 
 }
 
 TEST_CASE("mix of one connection: exact per-URL counts", "[loadgen][mix]") {
-    MisbehavingServer server(answer_all());
+    MisbehavingServer server(MisbehavingServer::answering_ok());
     const Run run = run_loadgen(
         {"-t1", "-c1", "-n", "10", server.url("/a"), server.url("/b"), server.url("/c")});
     INFO(run.describe());
@@ -246,7 +238,7 @@ TEST_CASE("mix from --urls FILE: methods and headers per line, HEAD framed witho
 }
 
 TEST_CASE("mix on two ports, or with --expect-body, is refused", "[loadgen][mix]") {
-    MisbehavingServer a(answer_all()), b(answer_all());
+    MisbehavingServer a(MisbehavingServer::answering_ok()), b(MisbehavingServer::answering_ok());
     for (const auto& args : std::vector<std::vector<std::string>>{
              {"-t1", "-c1", "-d", "1s", a.url("/x"), b.url("/y")},
              {"-t1", "-c1", "-d", "1s", "--expect-body", "Hello", a.url("/x"), a.url("/y")}}) {

@@ -379,6 +379,20 @@ RefusingPort::~RefusingPort() {
     ::close(fd_);
 }
 
+const std::string MisbehavingServer::kOk =
+    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 13\r\n\r\nHello, World!";
+
+MisbehavingServer::Behavior MisbehavingServer::answering_ok() {
+    return Behavior{.reply = [](std::size_t) { return Reply{{kOk}}; }};
+}
+
+MisbehavingServer::Behavior MisbehavingServer::closing_mid_response(std::size_t whole) {
+    return Behavior{.reply = [whole](std::size_t n) {
+        if (n < whole) return Reply{{kOk}};
+        return Reply{{"HTTP/1.1 200 OK\r\nContent-Length: 13\r\n\r\nHello"}, true};
+    }};
+}
+
 MisbehavingServer::MisbehavingServer(Behavior behavior) : behavior_(std::move(behavior)) {
     listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (listener_ < 0) throw std::runtime_error(errno_text("socket", errno));

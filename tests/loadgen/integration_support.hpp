@@ -190,6 +190,14 @@ class MisbehavingServer {
         std::function<Reply(std::size_t n, std::string_view target)> reply_to = {};
     };
 
+    // A 200 "Hello, World!" response (server-epoll's /plaintext without Date).
+    static const std::string kOk;
+    // Every request answered with kOk.
+    static Behavior answering_ok();
+    // `whole` answers with kOk on each connection, then half of the next
+    // response and a close (the client sees EOF with a request unanswered).
+    static Behavior closing_mid_response(std::size_t whole);
+
     explicit MisbehavingServer(Behavior behavior);
     ~MisbehavingServer();
     MisbehavingServer(const MisbehavingServer&) = delete;
