@@ -530,7 +530,8 @@ TEST_CASE("config refuses a mix it cannot run, with exit code 2", "[config][mix]
     std::remove(path.c_str());
 }
 
-TEST_CASE("config -n counts requests; -d is then a time limit only when given", "[config][count]") {
+TEST_CASE("config -n counts requests, and -d is then a time limit only when given",
+          "[config][count]") {
     const Config plain = parse_ok({kUrl});
     CHECK_FALSE(plain.counted());
     CHECK(plain.time_limited);
