@@ -203,8 +203,8 @@ def _warm_up(cmd: list[str], load: Load, tag: str, rec: dict) -> bool:
 
 def _measure(target: Target, place: Placement, load: Load, client: Client, sc: Scenario, conns: int, rnd: int,
              rec: dict, rate: float | None) -> None:
-    tag = f"{target.id}-{sc.name}-c{conns}-r{rnd}-{client.name}" + (f"-rate{rate:.0f}" if rate else "")
-    out = load.tmp / f"{tag.replace('/', '_')}.json"
+    tag = (f"{target.id}-{sc.name}-c{conns}-r{rnd}-{client.name}" + (f"-rate{rate:.0f}" if rate else "")).replace("/", "_")
+    out = load.tmp / f"{tag}.json"
     url = load.url(place.target_host, target.port, sc.path)
     cmd = load.placed(client.command(url, sc, conns, load, out, rate))
     rec["commands"]["client"] = cmd
