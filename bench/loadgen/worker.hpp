@@ -184,6 +184,7 @@ class Worker : public LoadThread {
           stop_(a.stop),
           gone_(a.gone),
           mix_(a.mix),
+          mixed_(a.mix.size() > 1),
           budget_(a.budget),
           conns_(a.connections),
           schedule_(a.rate > 0 ? a.rate : 1.0, a.connections, a.times.start),
@@ -298,6 +299,7 @@ class Worker : public LoadThread {
     const std::atomic<bool>& stop_;
     std::atomic<bool>& gone_;
     const RequestMix& mix_;
+    const bool mixed_;  // more than one URL: count per URL as requests go and come
     RequestBudget* budget_;
     std::vector<Conn> conns_;
     RateSchedule schedule_;
@@ -458,9 +460,12 @@ void Worker<Io>::fill(Conn& c, std::int64_t now) {
         Slot& s = c.ring[(c.head + c.in_flight + i) % cap];
         s.sent = now;
         s.intended = open_loop_ ? schedule_.intended(c.index, c.next_k + i) : now;
-        s.url = c.next_url;
-        if (measured) ++results_.urls[c.next_url].counters.sent;
-        if (++c.next_url == urls) c.next_url = 0;
+        // One URL: slots keep url 0 and its counters are the totals (finish()).
+        if (mixed_) {
+            s.url = c.next_url;
+            if (measured) ++results_.urls[c.next_url].counters.sent;
+            if (++c.next_url == urls) c.next_url = 0;
+        }
     }
     if (measured) results_.measured.sent += n;
     if (open_loop_) c.next_k += n;
@@ -496,9 +501,11 @@ void Worker<Io>::on_response(Conn& c, const Response& r, std::int64_t now) {
     const bool known = cls >= 1 && cls <= 5;
     if (known) ++k.status[static_cast<std::size_t>(cls - 1)];
     if (measured) {
-        Counters& u = results_.urls[s.url].counters;
-        ++u.requests;
-        if (known) ++u.status[static_cast<std::size_t>(cls - 1)];
+        if (mixed_) {
+            Counters& u = results_.urls[s.url].counters;
+            ++u.requests;
+            if (known) ++u.status[static_cast<std::size_t>(cls - 1)];
+        }
         // A pipelined batch answered in one read shares one latency: count
         // equal values of one URL together and record them once (flush_latency()).
         const std::int64_t corrected = now - s.intended;
@@ -663,6 +670,15 @@ void Worker<Io>::run() {
     results_.all_done = all_done();
     results_.open_at_end = open_count_;
     flush_latency();
+    if (!mixed_) {
+        // One URL: its requests, sends and statuses are the measured totals,
+        // not counted twice per request (its errors are counted as they come:
+        // a connect error belongs to no URL).
+        Counters& u = results_.urls[0].counters;
+        u.requests = results_.measured.requests;
+        u.sent = results_.measured.sent;
+        u.status = results_.measured.status;
+    }
     for (const UrlResults& u : results_.urls)
         results_.latency.merge(u.latency);
     publish();
