@@ -601,6 +601,29 @@ class FixedLoad(CompareTestCase):
         self.assertIn("saturated", section)
 
 
+class RemoteRead(CompareTestCase):
+    def test_unreadable_remote_proc(self) -> None:
+        """--server-remote through a prefix whose machine will not show its /proc (ss and sh fail there):
+        every run is invalid, saying which command failed and why; the harness neither crashes nor
+        reports costs it did not read."""
+        prefix = self.s.tmp / "no-proc-here"
+        prefix.write_text('#!/bin/sh\ncase "$1" in ss|sh) echo "no /proc here" >&2; exit 3;; esac\nexec "$@"\n')
+        prefix.chmod(0o755)
+        run = self.s.run(TINY + ["--targets", "epoll", "--modes", "composed", "--scenarios", "plaintext",
+                                 "--connections", "4", "--server-remote", "--server-prefix", str(prefix)])
+        self.assertExit(run, 3)
+        results = self.results(run)
+        self.assertValid(results, run, required=False)
+        runs = runs_of(results, "epoll/composed")
+        self.assertTrue(runs, run.describe(2000))
+        for r in runs:
+            self.assertFalse(r["valid"])
+            self.assertTrue(any("could not be read through the server prefix" in p and "exit code 3" in p
+                                and "no /proc here" in p for p in r["problems"]), r["problems"])
+            self.assertIsNone(r["server"]["cpu_us_per_req"], "costs reported that were not read")
+        self.assertNoLeftovers(results, run)
+
+
 class Checks(CompareTestCase):
     def test_check_file(self) -> None:
         """--check FILE: each check against the rows it matches, PASS/FAIL listed and in results.json;

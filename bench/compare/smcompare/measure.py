@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -224,7 +223,7 @@ def _measure(target: Target, place: Placement, load: Load, client: Client, sc: S
     elif reader is not None:
         pids = reader.listeners(target.port)
         rec["server"]["read_via"] = place.server_prefix
-    if measured and not pids:
+    if measured and not pids and not (reader is not None and reader.failure):
         rec["problems"].append("the server's processes were not found: its costs cannot be measured")
     rc, stdout, err, window, rusage = _run_client(
         cmd, (load.warmup if warm is None else 0) + load.duration, out,
@@ -243,7 +242,9 @@ def _measure(target: Target, place: Placement, load: Load, client: Client, sc: S
     _from_result(result, rec, client, load, conns)
     if not target.alive():
         rec["problems"].append(f"the server died during the run (exit code {target.proc.returncode if target.proc else '?'})")
-    if measured:
+    if reader is not None and reader.failure:
+        rec["problems"].append(f"the server's /proc could not be read through the server prefix: {reader.failure}")
+    elif measured:
         if window is None:
             rec["problems"].append(f"{client.name} announced no schedule: the server's costs were not measured")
         else:
@@ -318,15 +319,12 @@ def _server_costs(w: Window, load: Load, rec: dict, proxy: set[int]) -> None:
     cpus = len(load.server_cpus) if load.server_cpus else load.server_threads
     srv["util"] = (user + sys_) / w.seconds / cpus if w.seconds > 0 else None
     if proxy:
-        p = _costs(w, proxy)
-        rec["proxy"] = {"pids": sorted(set(after) & proxy), "cpu_user_s": p["user"], "cpu_sys_s": p["sys"],
-                        "cpu_us_per_req": (p["user"] + p["sys"]) / n * 1e6 if n else None,
-                        "ctx_switches": p["ctx"], "peak_rss_kib": p["rss"]}
+        _part_costs(w, rec, "proxy", proxy)
 
 
 def _part_costs(w: Window, rec: dict, name: str, pids: set[int]) -> None:
     """rec[name]: the share of the server's figures of some of its processes
-    (the wineserver of a model under Wine)."""
+    (the proxy in front of a model, the wineserver of a model under Wine)."""
     c = _costs(w, pids)
     n = rec["requests"]
     rec[name] = {"pids": sorted(set(w.after) & pids), "cpu_user_s": c["user"], "cpu_sys_s": c["sys"],

@@ -67,6 +67,11 @@ def read_stat(pid: int) -> dict | None:
             data = f.read().decode("ascii", "replace")
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
+    return parse_stat(data)
+
+
+def parse_stat(data: str) -> dict:
+    """The fields of a /proc/PID/stat line that matter here."""
     rest = data[data.rindex(")") + 2:].split()
     # rest[0] is field 3 (state) of proc(5); field n is rest[n - 3].
     return {
@@ -174,13 +179,25 @@ class RemoteProc:
 
     def __init__(self, prefix: list[str]) -> None:
         self.prefix = prefix
+        self.failure: str | None = None   # why a reading failed, the first time one did
 
     def _run(self, argv: list[str], timeout: float = 15.0) -> str:
+        """argv's output over there; "" (and self.failure) when it fails or hangs."""
         # ssh hands the remote shell one string; other prefixes (ip netns
         # exec, sudo) pass argv on as it is.
         cmd = [*self.prefix, shlex.join(argv)] if self.prefix[:1] == ["ssh"] else [*self.prefix, *argv]
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-        return p.stdout
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            why = f"no answer in {timeout:g} s"
+        except OSError as e:
+            why = e.strerror or str(e)
+        else:
+            if p.returncode == 0:
+                return p.stdout
+            why = f"exit code {p.returncode}" + (f": {p.stderr.strip()[:200]}" if p.stderr.strip() else "")
+        self.failure = self.failure or f"`{shlex.join(cmd[:len(self.prefix) + 1])} ...`: {why}"
+        return ""
 
     def listeners(self, port: int) -> list[int]:
         """The processes with a socket listening on port over there."""
@@ -197,11 +214,10 @@ class RemoteProc:
             kind, _, rest = line.partition(" ")
             try:
                 if kind == "stat" and ")" in rest:
-                    pid = int(rest.split(" ", 1)[0])
-                    f = rest[rest.rindex(")") + 2:].split()
-                    if f[0] != "Z":
-                        samples[pid] = {"utime": int(f[11]), "stime": int(f[12]), "ctx": 0,
-                                        "comm": rest[rest.index("(") + 1:rest.rindex(")")], "hwm": None}
+                    st = parse_stat(rest)
+                    if st["state"] != "Z":
+                        samples[int(rest.split(" ", 1)[0])] = {"utime": st["utime"], "stime": st["stime"], "ctx": 0,
+                                                               "comm": st["comm"], "hwm": None}
                 elif kind in ("ctx", "hwm"):
                     pid_s, _, val = rest.partition(" ")
                     if int(pid_s) in samples and val.strip():
