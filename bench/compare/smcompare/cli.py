@@ -462,16 +462,23 @@ def measure(a: argparse.Namespace) -> tuple[dict, bool]:
         if a.pairing == "adjacent" and baseline is None:
             log("warning: --pairing adjacent needs a measured baseline; pairing by round")
         plan = make_plan(live, a.scenario_list, a.rounds, baseline, a.pairing, load_clients)
-        progress = Progress(len(plan), a.warmup + a.duration + a.pause + 0.5)
         t0 = time.monotonic()
-        for rnd, sc, conns, client, t, pair in plan:
-            shown = f" {client.name}" if len(load_clients) > 1 else ""
-            progress.show(f"round {rnd}/{a.rounds} {sc.name} c{conns}{shown} {t.id}")
-            runs.append(run_once(t, place, load, client, sc, conns, rnd, time.monotonic() - t0, pair))
-            progress.done += 1
-            if a.pause:
-                time.sleep(a.pause)
-        progress.finish()
+
+        def execute(steps: list[tuple], into: list[dict]) -> None:
+            """steps: (what the progress line shows, run_once's target, client, scenario,
+            connections, round, pair, rate)."""
+            progress = Progress(len(steps), a.warmup + a.duration + a.pause + 0.5)
+            for shown, t, client, sc, conns, rnd, pair, rate in steps:
+                progress.show(shown)
+                into.append(run_once(t, place, load, client, sc, conns, rnd, time.monotonic() - t0, pair, rate))
+                progress.done += 1
+                if a.pause:
+                    time.sleep(a.pause)
+            progress.finish()
+
+        several = len(load_clients) > 1
+        execute([(f"round {rnd}/{a.rounds} {sc.name} c{conns}{f' {cl.name}' if several else ''} {t.id}",
+                  t, cl, sc, conns, rnd, pair, None) for rnd, sc, conns, cl, t, pair in plan], runs)
         if a.rate_list:
             # Open-loop runs are loadgen's (neither wrk nor h2load keeps a
             # constant rate); fractions are of the first client's req/s.
@@ -480,15 +487,8 @@ def measure(a: argparse.Namespace) -> tuple[dict, bool]:
                                                fixedload.maxima(runs, load_clients[0].name))
             for note in notes:
                 log(f"note: {note}")
-            progress = Progress(len(fplan), a.warmup + a.duration + a.pause + 0.5)
-            for rnd, sc, conns, t, rate in fplan:
-                progress.show(f"round {rnd}/{a.rounds} {sc.name} c{conns} {rate[1]:.0f}/s {t.id}")
-                fixed_runs.append(run_once(t, place, load, rater, sc, conns, rnd, time.monotonic() - t0,
-                                           None, rate))
-                progress.done += 1
-                if a.pause:
-                    time.sleep(a.pause)
-            progress.finish()
+            execute([(f"round {rnd}/{a.rounds} {sc.name} c{conns} {rate[1]:.0f}/s {t.id}",
+                      t, rater, sc, conns, rnd, None, rate) for rnd, sc, conns, t, rate in fplan], fixed_runs)
     except (KeyboardInterrupt, Interrupted):
         interrupted = True
         sys.stderr.write("\n")
