@@ -10,7 +10,7 @@ most 1, a fraction of the target's own req/s in this comparison's
 closed-loop runs of the same scenario and connection count (the median over
 rounds), so every target is compared at the same share of what it can do.
 
-A run that achieves less than (1 - RATE_SHORTFALL) of its offered rate is
+A run that achieves less than (1 - measure.RATE_SHORTFALL) of its offered rate is
 saturated: the server (or the client) could not take that load, and its
 latency is the queue's growth, not a latency; it is reported as saturated
 and kept out of the latency figures. Pipelined scenarios are not run at a
@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 import statistics
 
-from .measure import RATE_SHORTFALL, Scenario
+from .measure import Scenario
 from .summary import client_of
 from .util import spread
 
@@ -113,5 +113,3 @@ def summarize(runs: list[dict]) -> list[dict]:
         })
     return rows
 
-
-__all__ = ["LATENCY", "RATE_SHORTFALL", "is_fraction", "make_plan", "maxima", "parse_rates", "summarize"]
