@@ -19,6 +19,8 @@ constexpr std::string_view kTextPlainUtf8 =
     "Content-Type: text/plain; charset=utf-8\r\nContent-Length: ";
 constexpr std::string_view kApplicationJson = "Content-Type: application/json\r\nContent-Length: ";
 constexpr std::string_view kRootBody = "Hello World!";
+constexpr std::string_view kTextHtml = "Content-Type: text/html; charset=utf-8\r\nContent-Length: ";
+constexpr std::string_view kNoDatabase = "no database: start the server with --db";
 
 constexpr std::string_view status_line(Status s) noexcept {
     switch (s) {
@@ -32,6 +34,7 @@ constexpr std::string_view status_line(Status s) noexcept {
         case Status::header_fields_too_large:
             return "HTTP/1.1 431 Request Header Fields Too Large\r\n";
         case Status::not_implemented: return "HTTP/1.1 501 Not Implemented\r\n";
+        case Status::service_unavailable: return "HTTP/1.1 503 Service Unavailable\r\n";
         case Status::http_version_not_supported:
             return "HTTP/1.1 505 HTTP Version Not Supported\r\n";
     }
@@ -75,7 +78,8 @@ std::optional<ResponseMode> parse_response_mode(std::string_view s) noexcept {
     return std::nullopt;
 }
 
-ResponseCache::ResponseCache(ResponseMode mode, std::time_t now) : mode_(mode) {
+ResponseCache::ResponseCache(ResponseMode mode, std::time_t now, Workloads workloads)
+    : mode_(mode), workloads_(workloads) {
     if (mode_ == ResponseMode::cached) {
         for (auto& per_endpoint : cached_)
             for (auto& response : per_endpoint)
@@ -155,8 +159,26 @@ void ResponseCache::render_cached() {
     }
 }
 
+std::optional<Work> ResponseCache::work_for(Endpoint e) const noexcept {
+    switch (e) {
+        case Endpoint::fortunes:
+            if (workloads_.fortunes == FortuneSource::database) return Work::fortunes;
+            return std::nullopt;
+        case Endpoint::db:
+            if (workloads_.database) return Work::world;
+            return std::nullopt;
+        case Endpoint::queries:
+            if (workloads_.database) return Work::worlds;
+            return std::nullopt;
+        default: return std::nullopt;
+    }
+}
+
 void ResponseCache::write_endpoint(Endpoint e, bool head, Persistence p, ByteBuffer& out) const {
-    if (mode_ == ResponseMode::cached && p == Persistence::keep_alive && e != Endpoint::none) {
+    // Only the Hello World responses are cached: the workloads are work per request.
+    const bool cacheable =
+        e == Endpoint::root || e == Endpoint::plaintext || e == Endpoint::json;
+    if (mode_ == ResponseMode::cached && p == Persistence::keep_alive && cacheable) {
         out.append(cached_[index_of(e)][static_cast<std::size_t>(head)]);
         return;
     }
@@ -173,8 +195,109 @@ void ResponseCache::write_endpoint(Endpoint e, bool head, Persistence p, ByteBuf
             return;
         }
         case Endpoint::root: compose(out, Status::ok, kTextPlainUtf8, kRootBody, head, p); return;
+        case Endpoint::fortunes:
+            // From memory; from the database it is a job (work_for).
+            write_fortunes(builtin_fortunes(), head, p, out);
+            return;
+        case Endpoint::db:
+        case Endpoint::queries:
+            write_error(Status::service_unavailable, kNoDatabase, head, p, out);
+            return;
         case Endpoint::none: write_error(Status::not_found, {}, head, p, out); return;
     }
+}
+
+void ResponseCache::write_job(const Job& job, const JobResult& result, bool head, Persistence p,
+                              ByteBuffer& out) const {
+    if (!result.error.empty()) return write_error(Status::service_unavailable, result.error, head, p, out);
+    switch (job.work) {
+        case Work::world:
+            if (result.worlds.size() != 1)
+                return write_error(Status::service_unavailable, "database returned no World row",
+                                   head, p, out);
+            return write_worlds(result.worlds, false, head, p, out);
+        case Work::worlds: return write_worlds(result.worlds, true, head, p, out);
+        case Work::fortunes: return write_fortunes(result.fortunes, head, p, out);
+    }
+}
+
+namespace {
+
+// HTML-escapes s into w (which holds 6 bytes per byte of s): the five
+// characters TechEmpower's verifier checks, as Go's html/template writes them.
+char* put_escaped(char* w, std::string_view s) noexcept {
+    for (const char c : s) {
+        switch (c) {
+            case '&': w = put(w, "&amp;"); break;
+            case '<': w = put(w, "&lt;"); break;
+            case '>': w = put(w, "&gt;"); break;
+            case '"': w = put(w, "&quot;"); break;
+            case '\'': w = put(w, "&#39;"); break;
+            default: *w++ = c;
+        }
+    }
+    return w;
+}
+
+constexpr std::string_view kFortunesHead =
+    "<!DOCTYPE html><html><head><title>Fortunes</title></head><body><table>"
+    "<tr><th>id</th><th>message</th></tr>";
+constexpr std::string_view kFortunesTail = "</table></body></html>";
+constexpr std::string_view kAddedFortune = "Additional fortune added at request time.";
+
+}  // namespace
+
+void ResponseCache::write_fortunes(std::span<const FortuneRow> rows, bool head, Persistence p,
+                                   ByteBuffer& out) const {
+    // TechEmpower's Fortunes rules: the rows as fetched plus one added at
+    // request time, sorted by message, every message escaped, rendered by
+    // a template per request (nothing of the page is cached but its text).
+    sorted_.assign(rows.begin(), rows.end());
+    sorted_.push_back({0, kAddedFortune});
+    std::sort(sorted_.begin(), sorted_.end(),
+              [](const FortuneRow& a, const FortuneRow& b) { return a.message < b.message; });
+    std::size_t worst = kFortunesHead.size() + kFortunesTail.size();
+    static constexpr std::string_view kRowOpen = "<tr><td>";
+    static constexpr std::string_view kCell = "</td><td>";
+    static constexpr std::string_view kRowClose = "</td></tr>";
+    for (const FortuneRow& f : sorted_)
+        worst += kRowOpen.size() + 11 + kCell.size() + 6 * f.message.size() + kRowClose.size();
+    body_.clear();
+    char* const start = body_.prepare(worst);
+    char* w = put(start, kFortunesHead);
+    for (const FortuneRow& f : sorted_) {
+        w = put(w, kRowOpen);
+        w = std::to_chars(w, w + 11, f.id).ptr;
+        w = put(w, kCell);
+        w = put_escaped(w, f.message);
+        w = put(w, kRowClose);
+    }
+    w = put(w, kFortunesTail);
+    body_.commit(static_cast<std::size_t>(w - start));
+    compose(out, Status::ok, kTextHtml, body_.view(), head, p);
+}
+
+void ResponseCache::write_worlds(std::span<const WorldRow> rows, bool array, bool head,
+                                 Persistence p, ByteBuffer& out) const {
+    // {"id":N,"randomNumber":M}, or an array of them for /queries.
+    static constexpr std::string_view kId = "{\"id\":";
+    static constexpr std::string_view kNumber = ",\"randomNumber\":";
+    const std::size_t row_worst = kId.size() + 11 + kNumber.size() + 11 + 2;
+    body_.clear();
+    char* const start = body_.prepare(2 + rows.size() * row_worst);
+    char* w = start;
+    if (array) *w++ = '[';
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+        if (i != 0) *w++ = ',';
+        w = put(w, kId);
+        w = std::to_chars(w, w + 11, rows[i].id).ptr;
+        w = put(w, kNumber);
+        w = std::to_chars(w, w + 11, rows[i].random_number).ptr;
+        *w++ = '}';
+    }
+    if (array) *w++ = ']';
+    body_.commit(static_cast<std::size_t>(w - start));
+    compose(out, Status::ok, kApplicationJson, body_.view(), head, p);
 }
 
 void ResponseCache::write_error(Status s, std::string_view detail, bool head, Persistence p,

@@ -10,8 +10,12 @@
 #include <string>
 #include <string_view>
 
+#include <span>
+#include <vector>
+
 #include "http/byte_buffer.hpp"
 #include "http/router.hpp"
+#include "http/work.hpp"
 
 namespace sm::http {
 
@@ -25,6 +29,7 @@ enum class Status : std::uint16_t {
     uri_too_long = 414,
     header_fields_too_large = 431,
     not_implemented = 501,
+    service_unavailable = 503,
     http_version_not_supported = 505,
 };
 
@@ -50,13 +55,16 @@ inline constexpr std::string_view kServerName = "servermodels";
 
 class ResponseCache {
   public:
-    ResponseCache(ResponseMode mode, std::time_t now);
+    ResponseCache(ResponseMode mode, std::time_t now, Workloads workloads = {});
 
     // Re-renders the Date line (and, in cached mode, the endpoint responses)
     // when `now` falls in a new second. Returns whether anything changed.
     bool refresh(std::time_t now);
 
     [[nodiscard]] ResponseMode mode() const noexcept { return mode_; }
+    [[nodiscard]] const Workloads& workloads() const noexcept { return workloads_; }
+    // What a GET or HEAD of `e` needs: a job (the database) or nothing.
+    [[nodiscard]] std::optional<Work> work_for(Endpoint e) const noexcept;
     [[nodiscard]] std::time_t second() const noexcept { return second_; }
     // The "Date: <IMF-fixdate>\r\n" line of the current second.
     [[nodiscard]] std::string_view date_line() const noexcept {
@@ -65,6 +73,11 @@ class ResponseCache {
 
     // Appends the response for a GET or HEAD of a known endpoint.
     void write_endpoint(Endpoint e, bool head, Persistence p, ByteBuffer& out) const;
+
+    // Appends the response to a job (http/work.hpp): the rows it produced,
+    // or 503 saying why it failed.
+    void write_job(const Job& job, const JobResult& result, bool head, Persistence p,
+                   ByteBuffer& out) const;
 
     // Appends an error response (404, 405 with Allow, 4xx) whose body is the
     // reason phrase, followed by ": detail" when detail is not empty.
@@ -78,8 +91,14 @@ class ResponseCache {
     void compose(ByteBuffer& out, Status status, std::string_view type_line, std::string_view body,
                  bool head, Persistence p) const;
     void render_cached();
+    // The bodies of the workloads, built in body_ (kept: no allocation once grown).
+    void write_fortunes(std::span<const FortuneRow> rows, bool head, Persistence p,
+                        ByteBuffer& out) const;
+    void write_worlds(std::span<const WorldRow> rows, bool array, bool head, Persistence p,
+                      ByteBuffer& out) const;
 
     ResponseMode mode_;
+    Workloads workloads_;
     std::time_t second_ = 0;
     bool rendered_ = false;  // any time_t, -1 included, is a valid second
     // "Server: ...\r\nDate: ...\r\n": the lines every response shares, one copy.
@@ -89,6 +108,10 @@ class ResponseCache {
     // they are composed in (kept, so a refresh allocates nothing)
     std::array<std::array<std::string, 2>, 3> cached_;
     ByteBuffer scratch_;
+    // Per-thread working memory of the workload bodies: a response is built
+    // here before its Content-Length is known. Mutable: rendering is const.
+    mutable ByteBuffer body_;
+    mutable std::vector<FortuneRow> sorted_;
 };
 
 }  // namespace sm::http

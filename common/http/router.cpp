@@ -23,6 +23,9 @@ Endpoint endpoint_for_path(std::string_view path) noexcept {
     if (path == "/plaintext") return Endpoint::plaintext;
     if (path == "/json") return Endpoint::json;
     if (path == "/") return Endpoint::root;
+    if (path == "/fortunes") return Endpoint::fortunes;
+    if (path == "/db") return Endpoint::db;
+    if (path == "/queries") return Endpoint::queries;
     return Endpoint::none;
 }
 

@@ -1,5 +1,6 @@
 // Maps a request's method and target to what the server answers. The suite has
-// three endpoints; everything else is 404, other methods on them 405.
+// three Hello World endpoints and three workloads (http/work.hpp); everything
+// else is 404, other methods on them 405.
 #pragma once
 
 #include <cstdint>
@@ -7,7 +8,7 @@
 
 namespace sm::http {
 
-enum class Endpoint : std::uint8_t { root, plaintext, json, none };
+enum class Endpoint : std::uint8_t { root, plaintext, json, fortunes, db, queries, none };
 enum class Method : std::uint8_t { get, head, other };
 
 struct Route {

@@ -65,6 +65,16 @@ void Session::reset() noexcept {
     error_status_ = Status::bad_request;
     error_detail_ = "";
     responses_ = 0;
+    ++epoch_;
+    if (held_) {
+        // Jobs still out for the old connection are stale (their epoch);
+        // the entries and their buffers serve the next.
+        for (std::size_t i = held_->first; i < held_->end; ++i) {
+            held_->entries[i].response.clear();
+            held_->entries[i].after.clear();
+        }
+        held_->first = held_->end = held_->handed = 0;
+    }
     start_request();
 }
 
@@ -76,7 +86,7 @@ void Session::start_request() noexcept {
     upgrade_field_ = false;
     field_ = Field::other;
     std::construct_at(&framing_.head);  // the checks start afresh for each head
-    target_len_ = 0;
+    target_len_ = path_len_ = 0;
     target_state_ = TargetState::start;
 }
 
@@ -343,12 +353,15 @@ void Session::respond() noexcept {
                           : parser_.method == HTTP_HEAD ? Method::head
                                                         : Method::other;
     const Route r = route_path(method, target_path());
-    if (r.method_allowed) {
-        cache_->write_endpoint(r.endpoint, r.head, persistence, *out_);
-    } else {
+    if (!r.method_allowed) {
         cache_->write_error(
             r.endpoint == Endpoint::none ? Status::not_found : Status::method_not_allowed, {},
-            r.head, persistence, *out_);
+            r.head, persistence, sink());
+    } else if (const std::optional<Work> work = cache_->work_for(r.endpoint)) {
+        hold_job(*work, r.endpoint == Endpoint::queries ? parse_queries(target_query()) : 1,
+                 r.head, persistence);
+    } else {
+        cache_->write_endpoint(r.endpoint, r.head, persistence, sink());
     }
     ++responses_;
     in_message_ = false;
@@ -358,9 +371,75 @@ void Session::respond() noexcept {
     if (persistence == Persistence::close) closed_ = true;
 }
 
+ByteBuffer& Session::sink() noexcept {
+    return waiting() ? held_->entries[held_->end - 1].after : *out_;
+}
+
+void Session::hold_job(Work work, std::uint16_t count, bool head, Persistence p) noexcept {
+    // Allocates only while a connection's queue grows past its deepest so
+    // far: the entries and their buffers are kept. Out of memory, the
+    // request is answered 503 rather than the process ended.
+    try {
+        if (!held_) held_ = std::make_unique<HeldQueue>();
+        HeldQueue& q = *held_;
+        if (q.end == q.entries.size()) q.entries.emplace_back();
+        Held& h = q.entries[q.end];
+        h.job = Job{responses_, epoch_, work, count};
+        h.head = head;
+        h.done = false;
+        h.persistence = p;
+        ++q.end;
+    } catch (...) {
+        cache_->write_error(Status::service_unavailable, "out of memory", head, p, sink());
+    }
+}
+
+bool Session::next_job(Job& job) noexcept {
+    if (!held_ || held_->handed == held_->end) return false;
+    job = held_->entries[held_->handed++].job;
+    return true;
+}
+
+void Session::complete(const Job& job, const JobResult& result, ByteBuffer& out) noexcept {
+    if (job.epoch != epoch_ || !waiting()) return;
+    HeldQueue& q = *held_;
+    std::size_t i = q.first;
+    while (i < q.handed && q.entries[i].job.id != job.id)
+        ++i;
+    if (i == q.handed || q.entries[i].done) return;  // not ours, or already answered
+    Held& h = q.entries[i];
+    // A graceful stop reached the last response owed: it says "Connection: close".
+    if (close_requested_ && i + 1 == q.end && h.after.empty() && !in_message_ &&
+        guard_.bytes() == 0)
+        h.persistence = Persistence::close;
+    if (h.persistence == Persistence::close) closed_ = true;
+    try {
+        cache_->write_job(h.job, result, h.head, h.persistence, h.response);
+    } catch (...) {
+        h.response.clear();
+        cache_->write_error(Status::service_unavailable, "out of memory", h.head,
+                            Persistence::close, h.response);
+        closed_ = true;
+    }
+    h.done = true;
+    // Everything no longer waiting goes out, in order.
+    while (q.first < q.end && q.entries[q.first].done) {
+        Held& f = q.entries[q.first++];
+        out.append(f.response.view());
+        out.append(f.after.view());
+        f.response.clear();
+        f.after.clear();
+    }
+    if (q.first == q.end) q.first = q.end = q.handed = 0;
+}
+
+void Session::release_held() noexcept {
+    if (held_ && !waiting()) held_.reset();
+}
+
 void Session::fail(Status s, std::string_view detail) noexcept {
     const bool head = method_known_ && parser_.method == HTTP_HEAD;
-    cache_->write_error(s, detail, head, Persistence::close, *out_);
+    cache_->write_error(s, detail, head, Persistence::close, sink());
     ++responses_;
     closed_ = true;
 }
@@ -426,26 +505,57 @@ void Session::scan_target(const char* at, std::size_t n) noexcept {
         }
         if (target_state_ != TargetState::path) ++i;
     }
-    if (target_state_ != TargetState::path) return;
-    std::size_t end = i;
-    while (end < n && at[end] != '?' && at[end] != '#')
-        ++end;
-    const std::size_t take = end - i;
-    if (take > target_.size() - target_len_) {
-        target_state_ = TargetState::overflow;
-        return;
+    if (target_state_ == TargetState::path) {
+        std::size_t end = i;
+        while (end < n && at[end] != '?' && at[end] != '#')
+            ++end;
+        const std::size_t take = end - i;
+        if (take > target_.size() - target_len_) {
+            target_state_ = TargetState::overflow;
+            return;
+        }
+        std::memcpy(target_.data() + target_len_, at + i, take);
+        target_len_ = static_cast<std::uint8_t>(target_len_ + take);
+        if (end == n) return;
+        path_len_ = target_len_;
+        if (at[end] == '#') {
+            target_state_ = TargetState::done;
+            return;
+        }
+        target_state_ = TargetState::query;
+        i = end + 1;
     }
+    if (target_state_ != TargetState::query) return;
+    std::size_t end = i;
+    while (end < n && at[end] != '#')
+        ++end;
+    const std::size_t room = target_.size() - target_len_;
+    const std::size_t take = std::min(end - i, room);
     std::memcpy(target_.data() + target_len_, at + i, take);
     target_len_ = static_cast<std::uint8_t>(target_len_ + take);
-    if (end < n) target_state_ = TargetState::done;
+    if (take < end - i) {
+        // The query does not fit: keep its parameters that fit whole.
+        while (target_len_ > path_len_ && target_[target_len_ - 1U] != '&')
+            --target_len_;
+        target_state_ = TargetState::done;
+    } else if (end < n) {
+        target_state_ = TargetState::done;
+    }
+}
+
+std::string_view Session::target_query() const noexcept {
+    if (target_state_ != TargetState::query && target_state_ != TargetState::done) return {};
+    return {target_.data() + path_len_, static_cast<std::size_t>(target_len_ - path_len_)};
 }
 
 std::string_view Session::target_path() const noexcept {
+    const std::uint8_t len = target_state_ == TargetState::path ? target_len_ : path_len_;
     switch (target_state_) {
         case TargetState::path:
+        case TargetState::query:
         case TargetState::done:
             // "http://host?q" has an empty path, which means "/".
-            return target_len_ != 0 ? std::string_view{target_.data(), target_len_} : "/";
+            return len != 0 ? std::string_view{target_.data(), len} : "/";
         case TargetState::authority: return "/";  // "http://host"
         default: return {};
     }

@@ -10,14 +10,23 @@
 // Content-Length bodies are skipped, chunked ones decoded by ChunkedDecoder,
 // and llhttp starts afresh at the next request. So where a message ends never
 // depends on llhttp's strict or loose mode.
+//
+// Responses completed later: a request for /db, /queries (or /fortunes from
+// the database) becomes a Job (http/work.hpp) instead of a response. From
+// then on every later response is held in the session, in order, until the
+// job's rows arrive (complete()); the model takes the jobs (next_job()) and
+// should stop reading the connection while waiting() (as it stops while its
+// own output is unsent), so the held responses stay bounded by one read.
 #pragma once
 
 #include <llhttp.h>
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "http/byte_buffer.hpp"
 #include "http/chunked.hpp"
@@ -25,6 +34,7 @@
 #include "http/framing_guard.hpp"
 #include "http/limits.hpp"
 #include "http/response.hpp"
+#include "http/work.hpp"
 
 namespace sm::http {
 
@@ -40,13 +50,30 @@ class Session {
     Session(const Session&) = delete;
     Session& operator=(const Session&) = delete;
 
-    // Parses `in`, appending responses to `out`. After Result::close every
-    // further input is ignored (the data after "Connection: close" or a bad
-    // request is not answered).
+    // Parses `in`, appending responses to `out` (or holding them while a job
+    // is waiting). After Result::close every further input is ignored (the
+    // data after "Connection: close" or a bad request is not answered); the
+    // connection closes once nothing is waiting() and `out` is written.
     Result feed(std::span<const char> in, ByteBuffer& out) noexcept;
 
-    // Ready for a new connection.
+    // Ready for a new connection: jobs still out for the old one become stale.
     void reset() noexcept;
+
+    // The next job the model has not taken yet, in request order.
+    [[nodiscard]] bool next_job(Job& job) noexcept;
+    // A job's outcome: renders its response (the rows, or 503 with the
+    // error) and appends to `out` every response no longer waiting, in
+    // order. A job of an earlier connection (its epoch), or one already
+    // completed, is ignored. Jobs may complete in any order.
+    void complete(const Job& job, const JobResult& result, ByteBuffer& out) noexcept;
+    // Some response waits for a job: the connection must not be closed as
+    // done, and should not be read until it is not.
+    [[nodiscard]] bool waiting() const noexcept { return held_ != nullptr && held_->end != 0; }
+    // Which connection this is: it changes at every reset().
+    [[nodiscard]] std::uint64_t epoch() const noexcept { return epoch_; }
+    // Gives back the memory held responses used (an idle connection); only
+    // when nothing is waiting.
+    void release_held() noexcept;
 
     // Renders later responses with this cache. A thread-pool worker binds its
     // own per-thread cache before feeding a connection another thread made.
@@ -56,12 +83,14 @@ class Session {
     // (graceful shutdown). A session that is idle() can simply be closed.
     void request_close() noexcept { close_requested_ = true; }
 
-    // No request is partly received.
-    [[nodiscard]] bool idle() const noexcept { return !in_message_ && guard_.bytes() == 0; }
+    // No request is partly received, and no response waits for a job.
+    [[nodiscard]] bool idle() const noexcept {
+        return !in_message_ && guard_.bytes() == 0 && !waiting();
+    }
     // A request head (request line and headers) is partly received: the
     // model's --header-timeout runs from the moment this became true.
     [[nodiscard]] bool in_head() const noexcept {
-        return phase_ == Phase::head && !closed_ && !idle();
+        return phase_ == Phase::head && !closed_ && (in_message_ || guard_.bytes() != 0);
     }
     // Which request the head in progress belongs to: requests are answered in
     // order, one response each, so it is the count of responses so far. A
@@ -112,6 +141,11 @@ class Session {
     // The message has ended: answers it, and readies llhttp for the next.
     void finish_message() noexcept;
     void respond() noexcept;
+    // Where the next response goes: the model's output, or behind the last
+    // job still waiting.
+    [[nodiscard]] ByteBuffer& sink() noexcept;
+    // Queues the request's job; the responses after it wait behind it.
+    void hold_job(Work work, std::uint16_t count, bool head, Persistence p) noexcept;
     // Writes an error response with "Connection: close" and ends the session.
     void fail(Status s, std::string_view detail) noexcept;
     int fail_in_callback(Status s, std::string_view detail) noexcept;
@@ -172,16 +206,42 @@ class Session {
         slash,      // ":/" seen
         authority,  // "://" seen, before the path
         path,       // keeping bytes in target_
-        done,       // '?' or '#' ended the path
+        query,      // after '?': keeping the query's bytes in target_ while they fit
+        done,       // '#' ended the path or query, or the query no longer fits
         overflow,   // a path longer than target_: no endpoint of ours
         none,       // asterisk- or authority-form, or malformed: no path
     };
     void scan_target(const char* at, std::size_t n) noexcept;
     [[nodiscard]] std::string_view target_path() const noexcept;
 
+    [[nodiscard]] std::string_view target_query() const noexcept;
+
+    // The path, then (when there is one) '?' and as much of the query as
+    // fits: /queries reads its parameter from it.
     std::array<char, 128> target_{};
     std::uint8_t target_len_ = 0;
+    std::uint8_t path_len_ = 0;  // of target_, once the path ended
     TargetState target_state_ = TargetState::start;
+
+    // The responses in order from the first that waits for a job: each job,
+    // then the responses that follow it up to the next job. Made on the
+    // first job a connection sees, kept (with its buffers) for the next.
+    struct Held {
+        Job job;
+        bool head = false;
+        bool done = false;
+        Persistence persistence = Persistence::keep_alive;
+        ByteBuffer response;  // the job's, once complete
+        ByteBuffer after;     // the responses behind it
+    };
+    struct HeldQueue {
+        std::vector<Held> entries;  // [first, end) in use; the rest kept for reuse
+        std::size_t first = 0;
+        std::size_t end = 0;
+        std::size_t handed = 0;  // jobs before it are the model's
+    };
+    std::unique_ptr<HeldQueue> held_;
+    std::uint64_t epoch_ = 0;
 };
 
 // When a model's --header-timeout deadline starts: at a head's first byte,

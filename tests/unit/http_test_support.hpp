@@ -216,8 +216,8 @@ inline constexpr std::string_view kRootBody = "Hello World!";
 struct SessionHarness {
     explicit SessionHarness(http::Limits l = {},
                             http::ResponseMode mode = http::ResponseMode::composed,
-                            std::time_t now = kRfcExampleSecond)
-        : limits(l), cache(mode, now), session(cache, limits) {}
+                            std::time_t now = kRfcExampleSecond, http::Workloads workloads = {})
+        : limits(l), cache(mode, now, workloads), session(cache, limits) {}
 
     http::Session::Result feed(std::string_view bytes) {
         return session.feed(std::span<const char>(bytes.data(), bytes.size()), out);

@@ -98,3 +98,44 @@ TEST_CASE("response cache refreshes the Date without allocating", "[allocations]
         REQUIRE(cache.refresh(t));
     CHECK(g_allocations.load() - before == 0);
 }
+
+TEST_CASE("session answers the workloads without allocating once warm", "[allocations][work]") {
+    // /fortunes from memory, and /db, /queries and /fortunes as jobs whose
+    // responses wait behind each other, completed out of order.
+    const auto mode = GENERATE(ResponseMode::composed, ResponseMode::cached);
+    SessionHarness h({}, mode, sm::test::kRfcExampleSecond,
+                     {true, sm::http::FortuneSource::database});
+    SessionHarness memory({}, mode);
+    std::string batch;
+    for (int i = 0; i < 3; ++i) {
+        batch += "GET /db HTTP/1.1\r\nHost: t\r\n\r\n";
+        batch += "GET /plaintext HTTP/1.1\r\nHost: t\r\n\r\n";
+        batch += "GET /queries?queries=20 HTTP/1.1\r\nHost: t\r\n\r\n";
+        batch += "GET /fortunes HTTP/1.1\r\nHost: t\r\n\r\n";
+    }
+    const std::string page = "GET /fortunes HTTP/1.1\r\nHost: t\r\n\r\n";
+    std::vector<sm::http::WorldRow> rows(20, sm::http::WorldRow{1, 2});
+    std::vector<sm::http::Job> jobs;
+    jobs.reserve(16);
+    auto round = [&] {
+        h.out.clear();
+        memory.out.clear();
+        h.feed(batch);
+        jobs.clear();
+        sm::http::Job j;
+        while (h.session.next_job(j))
+            jobs.push_back(j);
+        for (auto it = jobs.rbegin(); it != jobs.rend(); ++it)
+            h.session.complete(*it, {{rows.data(), it->count}, sm::http::builtin_fortunes(), {}},
+                               h.out);
+        memory.feed(page);
+    };
+    round();  // warm up: the held entries, their buffers and the cache's scratch grow
+    REQUIRE(jobs.size() == 9);
+    const std::size_t before = g_allocations.load();
+    for (int i = 0; i < 100; ++i)
+        round();
+    CHECK(g_allocations.load() - before == 0);
+    CHECK(h.session.responses() == 12 * 101);
+    CHECK(memory.session.responses() == 101);
+}
