@@ -3,14 +3,16 @@
 #   scripts/deps.sh                 build, test, container and Windows dependencies (what scripts/test.sh needs)
 #   scripts/deps.sh bench           ... plus the benchmark peers (wrk, nginx-light, h2o)
 #   scripts/deps.sh --only GROUPS   just these groups, a comma list of
-#                                   build       compilers and libraries for a Release build
+#                                   build       compilers and libraries for a Release build (libpq-dev: the db workloads)
 #                                   test        sanitizer runtimes, Catch2, the test tools (wrk and h2load:
-#                                               bench/compare --client is tested with them)
+#                                               bench/compare --client is tested with them), PostgreSQL 15
+#                                               (scripts/pg.sh starts a temporary one; no system cluster is made)
 #                                   containers  Podman, podman-compose, buildah, runc, debootstrap,
 #                                               python3 (docker/build.sh reads servers/models.json)
 #                                   windows     mingw-w64 (posix threads) to cross-build server-iocp.exe,
 #                                               Wine (64-bit) to run it and the Windows unit suites
-#                                   bench       the peers and what bench/compare runs with
+#                                   bench       the peers and what bench/compare runs with (PostgreSQL 15
+#                                               for the db scenarios)
 #                                   (docker/Dockerfile installs --only build, its bench image bench)
 # On other systems install the equivalents; CMake finds them with
 # find_package/pkg-config (see README "Building elsewhere").
@@ -18,13 +20,14 @@ set -euo pipefail
 
 declare -A groups=(
   [build]="g++ cmake ninja-build pkg-config make node-llhttp libuv1-dev liburing-dev libsimdjson-dev
-           nlohmann-json3-dev libcli11-dev libfmt-dev"
-  [test]="clang-14 libclang-rt-14-dev catch2 procps iproute2 python3 python3-jsonschema wrk nghttp2-client"
+           nlohmann-json3-dev libcli11-dev libfmt-dev libpq-dev"
+  [test]="clang-14 libclang-rt-14-dev catch2 procps iproute2 python3 python3-jsonschema wrk nghttp2-client
+          postgresql-15 postgresql-client-15"
   [containers]="podman podman-compose buildah runc conmon containernetworking-plugins
                 golang-github-containernetworking-plugin-dnsname fuse-overlayfs slirp4netns uidmap
                 iptables debootstrap python3"
   [windows]="g++-mingw-w64-x86-64-posix wine wine64"
-  [bench]="wrk nghttp2-client nginx-light h2o util-linux procps python3"
+  [bench]="wrk nghttp2-client nginx-light h2o util-linux procps python3 postgresql-15 postgresql-client-15"
 )
 
 chosen=(build test containers windows)
@@ -65,10 +68,21 @@ export DEBIAN_FRONTEND=noninteractive
 # policy-rc.d keeps the peers' packages (nginx, h2o) from starting system
 # services on port 80 during installation; the bench starts its own instances.
 policy=/usr/sbin/policy-rc.d
+cleanup=()
+trap 'if [ ${#cleanup[@]} -gt 0 ]; then "${sudo[@]}" rm -f "${cleanup[@]}"; fi' EXIT
 if [ ! -e "$policy" ]; then
   printf '#!/bin/sh\nexit 101\n' | "${sudo[@]}" tee "$policy" >/dev/null
   "${sudo[@]}" chmod +x "$policy"
-  trap '"${sudo[@]}" rm -f "$policy"' EXIT
+  cleanup+=("$policy")
+fi
+# Nor does postgresql-15 make a 'main' cluster (scripts/pg.sh makes its own):
+# postgresql-common's createcluster.conf reads createcluster.d/*.conf, and a
+# first install skips the cluster when create_main_cluster is off.
+nocluster=/etc/postgresql-common/createcluster.d/servermodels-no-main-cluster.conf
+if printf '%s\n' "${missing[@]}" | grep -q '^postgresql-[0-9]*$' && [ ! -e "$nocluster" ]; then
+  "${sudo[@]}" mkdir -p "${nocluster%/*}"
+  echo "create_main_cluster = false" | "${sudo[@]}" tee "$nocluster" >/dev/null
+  cleanup+=("$nocluster")
 fi
 "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 echo "deps.sh: done"
