@@ -7,7 +7,8 @@ One check per line ('#' starts a comment):
   TARGET    a target id (epoll/composed, floor, nginx, a contender), a model
             name (every mode of it: epoll), or * (every target)
   SCENARIO  a scenario name (plaintext, plaintext-p16, json), or *; with
-            :N only its rows with N connections (plaintext:1)
+            :N only its rows with N connections (plaintext:1), with :tN
+            only those with N server threads (plaintext:t2, plaintext:64:t2)
   METRIC    a ratio the run computed:
               rps, server_cpu_us_per_req, latency_p99_us
                     the row against the baseline (x BASELINE in the table;
@@ -16,6 +17,11 @@ One check per line ('#' starts a comment):
               CLIENT.rps, CLIENT.latency_p50_us, CLIENT.client_cpu_us_per_req
                     CLIENT's run against the first --client's (the
                     agreement table), e.g. wrk.client_cpu_us_per_req
+              sweep.rps, sweep.server_cpu_us_per_req, sweep.latency_p99_us
+                    a thread sweep's point against the same target at the
+                    first --server-threads count (x tFIRST in the sweep
+                    table; the first count's own points are not checked),
+                    e.g. 'epoll plaintext:t4 sweep.rps >= 2'
   OP VALUE  <= X or >= X (the ratio), or within X (|ratio - 1| <= X)
 
 A check that matches no measured row fails (a typo must not pass). The
@@ -32,6 +38,7 @@ from .summary import client_of
 
 BASE_METRICS = ("rps", "server_cpu_us_per_req", "latency_p99_us")
 CLIENT_METRICS = ("rps", "latency_p50_us", "client_cpu_us_per_req")
+SWEEP = "sweep"     # the prefix of a thread sweep's metrics (BASE_METRICS against the first count)
 OPS = ("<=", ">=", "within")
 
 
@@ -40,7 +47,8 @@ class Check:
     target: str
     scenario: str
     connections: int | None
-    client: str | None       # None: against the baseline
+    threads: int | None
+    client: str | None       # None: against the baseline; SWEEP: against the first thread count
     metric: str
     op: str
     value: float
@@ -64,14 +72,22 @@ def parse(text: str, where: str) -> list[Check]:
         if len(words) != 5:
             raise ValueError(f"{where}:{n}: expected TARGET SCENARIO METRIC OP VALUE, got {line!r}")
         target, scenario, metric, op, value = words
-        conns = None
-        if ":" in scenario:
-            scenario, _, c = scenario.partition(":")
-            if not c.isdigit() or int(c) < 1:
-                raise ValueError(f"{where}:{n}: {words[1]!r}: connections must be a count, as in plaintext:64")
-            conns = int(c)
+        conns = threads = None
+        scenario, *quals = scenario.split(":")
+        for q in quals:
+            digits = q[1:] if q.startswith("t") else q
+            if not digits.isdigit() or int(digits) < 1 or (threads if q.startswith("t") else conns) is not None:
+                raise ValueError(f"{where}:{n}: {words[1]!r}: expected SCENARIO[:CONNECTIONS][:tTHREADS], "
+                                 "as in plaintext:64 or plaintext:64:t2")
+            if q.startswith("t"):
+                threads = int(digits)
+            else:
+                conns = int(digits)
         client, _, name = metric.rpartition(".")
-        if client and name not in CLIENT_METRICS:
+        if client == SWEEP and name not in BASE_METRICS:
+            raise ValueError(f"{where}:{n}: {metric!r}: a sweep metric is one of "
+                             f"{', '.join(f'{SWEEP}.{m}' for m in BASE_METRICS)}")
+        if client and client != SWEEP and name not in CLIENT_METRICS:
             raise ValueError(f"{where}:{n}: {metric!r}: a client's metric is one of {', '.join(CLIENT_METRICS)}")
         if not client and name not in BASE_METRICS:
             raise ValueError(f"{where}:{n}: {metric!r}: expected one of {', '.join(BASE_METRICS)}, "
@@ -82,7 +98,7 @@ def parse(text: str, where: str) -> list[Check]:
             x = float(value.rstrip("x"))
         except ValueError:
             raise ValueError(f"{where}:{n}: {value!r} is not a number") from None
-        out.append(Check(target, scenario, conns, client or None, name, op, x, " ".join(words)))
+        out.append(Check(target, scenario, conns, threads, client or None, name, op, x, " ".join(words)))
     if not out:
         raise ValueError(f"{where}: no checks in it")
     return out
@@ -99,7 +115,8 @@ def _matches(c: Check, row: dict) -> bool:
     tid = row["target"]
     return ((c.target in ("*", tid) or tid.startswith(c.target + "/"))
             and c.scenario in ("*", row["scenario"])
-            and (c.connections is None or c.connections == row["connections"]))
+            and (c.connections is None or c.connections == row["connections"])
+            and (c.threads is None or c.threads == row.get("threads")))
 
 
 def evaluate(checks: list[Check], results: dict) -> list[dict]:
@@ -111,15 +128,21 @@ def evaluate(checks: list[Check], results: dict) -> list[dict]:
         if c.client is None:
             rows = [r for r in results["summary"] if client_of(r) == clients[0] and r["target"] != base]
             found = [(r, (r.get("vs_baseline") or {}).get(c.metric)) for r in rows if _matches(c, r)]
+        elif c.client == SWEEP:
+            # A sweep point as a row of its own: its target, scenario, connections and thread count.
+            rows = [{**sw, "threads": p["threads"], "vs_first": p["vs_first"]}
+                    for sw in results.get("thread_sweep") or [] if client_of(sw) == clients[0]
+                    for p in sw["points"] if p["threads"] != sw["first"]]
+            found = [(r, r["vs_first"].get(c.metric)) for r in rows if _matches(c, r)]
         else:
             rows = [a for a in results.get("agreement") or [] if a["client"] == c.client]
             found = [(a, a.get(c.metric)) for a in rows if _matches(c, a)]
         if not found:
-            out.append({"check": c.text, "target": None, "scenario": None, "connections": None, "ratio": None,
-                        "passed": False, "why": "no measured row matches it"})
+            out.append({"check": c.text, "target": None, "scenario": None, "connections": None, "threads": None,
+                        "ratio": None, "passed": False, "why": "no measured row matches it"})
         for row, ratio in found:
             out.append({"check": c.text, "target": row["target"], "scenario": row["scenario"],
-                        "connections": row["connections"], "ratio": ratio,
+                        "connections": row["connections"], "threads": row.get("threads"), "ratio": ratio,
                         "passed": ratio is not None and c.holds(ratio),
                         "why": None if ratio is not None else "no ratio (no valid run, or no baseline run)"})
     return out
@@ -129,9 +152,11 @@ def text(results: dict) -> str:
     entries = results.get("checks")
     if not entries:
         return ""
+    counts = results["config"].get("server_thread_counts") or []
     lines = ["", "Checks (--check):"]
     for e in entries:
-        where = f"{e['target']} {e['scenario']} c{e['connections']}" if e["target"] else ""
+        threads = f" t{e['threads']}" if e.get("threads") is not None and len(counts) > 1 else ""
+        where = f"{e['target']} {e['scenario']} c{e['connections']}{threads}" if e["target"] else ""
         got = f"{e['ratio']:.3f}" if e["ratio"] is not None else e["why"]
         lines.append(f"  {'PASS' if e['passed'] else 'FAIL'}  {e['check']:<50}  {where:<30}  {got}")
     failed = sum(not e["passed"] for e in entries)

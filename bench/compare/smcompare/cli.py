@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -16,10 +17,10 @@ from pathlib import Path
 from . import checks, clients, envinfo, fixedload, output, procs, wine
 from .measure import Load, Scenario, run_once
 from .models import BY_NAME
-from .summary import agreement, compare, summarize
+from .summary import agreement, compare, summarize, thread_sweep, upgrade
 from .hosting import ContainerTarget, Engine, describe_options, hosted_targets, parse_hosting
 from .targets import (ALL_TARGETS, DEFAULT_TARGETS, REPO_ROOT, WINE_MODELS, ContenderTarget, H2oTarget,
-                      ModelTarget, NginxTarget, Placement, StartError, Target, parse_contender)
+                      ModelTarget, NginxTarget, Placement, StartError, Target, at_count, parse_contender)
 from .util import Interrupted, SetupError, cpu_list, fmt_duration, log, parse_cpu_list
 
 EXIT_OK, EXIT_CHECK, EXIT_SETUP, EXIT_PROBLEMS, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -68,8 +69,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                                          f". {', '.join(WINE_MODELS)}: Windows, run under Wine only when named here; "
                                          "its figures are Wine's, not Windows'" if WINE_MODELS else ""))
     g.add_argument("--contender", action="append", default=[], metavar="NAME='CMD {port}'",
-                   help="also compare this server: CMD (split like a shell would, not run by one) with {port} "
-                        "and {host} filled in; it must answer /plaintext and /json like the models; repeatable")
+                   help="also compare this server: CMD (split like a shell would, not run by one) with {port}, "
+                        "{host} and {threads} (--server-threads) filled in; it must answer /plaintext and /json "
+                        "like the models; repeatable")
     g.add_argument("--modes", help=f"response modes of the models (default: {FULL['modes']}; --quick: composed)")
     g.add_argument("--scenarios", default=",".join(SCENARIO_NAMES),
                    help="comma list of plaintext, pipelined (plaintext, --depth requests per write), json "
@@ -124,7 +126,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--server-cpus", help="CPU list for the servers, or 'none' (default: the first half of the CPUs "
                                          "this process may use)")
     p.add_argument("--client-cpus", help="CPU list for the load client, or 'none' (default: the other half)")
-    p.add_argument("--server-threads", type=int, help="threads/workers per server (default: one per server CPU)")
+    p.add_argument("--server-threads", metavar="N[,N...]",
+                   help="threads/workers per server (default: one per server CPU); a comma list (1,2,4) is a "
+                        "thread sweep: every target that takes a thread count is measured at each, in the same "
+                        "rounds, pinned to all of --server-cpus (see README, 'Thread sweep')")
     p.add_argument("--client-threads", type=int, help="load client threads (default: one per client CPU)")
     p.add_argument("--server-prefix", default="", metavar="'CMD'",
                    help="prepended to every server command, e.g. 'ip netns exec srv' or 'ssh box'")
@@ -165,11 +170,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return a
 
 
-def _levels(text: str, what: str) -> tuple[int, ...]:
+def _levels(text: str, what: str, example: str = "64 or 16,64,256") -> tuple[int, ...]:
     try:
         vals = tuple(int(x) for x in text.split(","))
     except ValueError:
-        raise ValueError(f"{what} {text!r}: expected numbers like 64 or 16,64,256") from None
+        raise ValueError(f"{what} {text!r}: expected numbers like {example}") from None
     if not vals or min(vals) < 1 or len(set(vals)) != len(vals):
         raise ValueError(f"{what} {text!r}: counts must be >= 1, without repeats")
     return vals
@@ -226,10 +231,16 @@ def _resolve(a: argparse.Namespace) -> None:
     if a.server_cpu_list and a.client_cpu_list and set(a.server_cpu_list) & set(a.client_cpu_list):
         log(f"warning: server CPUs {cpu_list(a.server_cpu_list)} and client CPUs {cpu_list(a.client_cpu_list)} "
             "overlap: the two sides compete for the same cores")
-    a.server_threads = a.server_threads or (len(a.server_cpu_list) if a.server_cpu_list else 1)
+    a.thread_counts = _levels(a.server_threads, "--server-threads", "4 or 1,2,4") if a.server_threads is not None \
+        else (len(a.server_cpu_list) if a.server_cpu_list else 1,)
+    a.server_threads = a.thread_counts[0]
     a.client_threads = a.client_threads or (len(a.client_cpu_list) if a.client_cpu_list else 1)
-    if a.server_threads < 1 or a.client_threads < 1:
-        raise ValueError("--server-threads and --client-threads must be >= 1")
+    if a.client_threads < 1:
+        raise ValueError("--client-threads must be >= 1")
+    over = [t for t in a.thread_counts if a.server_cpu_list and t > len(a.server_cpu_list)]
+    if over:
+        log(f"note: --server-threads {','.join(map(str, over))} on {len(a.server_cpu_list)} server CPU(s) "
+            f"({cpu_list(a.server_cpu_list)}): more threads than CPUs, they share them")
     a.server_prefix_list = shlex.split(a.server_prefix)
     a.client_prefix_list = shlex.split(a.client_prefix)
     a.remote = a.server_remote or (a.server_prefix_list[:1] == ["ssh"])
@@ -324,15 +335,19 @@ def preflight(targets: list[Target], place: Placement, scenarios: list[Scenario]
 
 
 def make_plan(live: list[Target], scenarios: list[Scenario], rounds: int, baseline: str | None,
-              pairing: str, load_clients: list | None = None) -> list[tuple]:
-    """(round, scenario, connections, client, target, pair) in the order they run.
+              pairing: str, load_clients: list | None = None,
+              thread_counts: tuple[int, ...] = (1,)) -> list[tuple]:
+    """(round, scenario, connections, client, target, pair, threads) in the order they run.
 
     Every round runs each scenario and connection count with each client
-    (their order reversed every other round) on every target in turn, the
-    targets' order reversed every other round too. With pairing "adjacent" each
-    target's run gets its own baseline run right before or after it (the
-    side alternating), sharing a pair number its ratio is computed from; a
-    hosted target's (epoll/composed@container) partner is its bare target."""
+    and at each server thread count (the clients' and the counts' order
+    reversed every other round) on every target in turn, the targets' order
+    reversed every other round too; a target that takes no thread count runs
+    once, at the largest (threads None, targets.at_count). With pairing
+    "adjacent" each target's run gets its own baseline run at the same count
+    right before or after it (the side alternating), sharing a pair number
+    its ratio is computed from; a hosted target's (epoll/composed@container)
+    partner is its bare target."""
     plan: list[tuple] = []
     pair = 0
     load_clients = load_clients or [None]
@@ -341,20 +356,21 @@ def make_plan(live: list[Target], scenarios: list[Scenario], rounds: int, baseli
         for sc in scenarios:
             for conns in sc.connections:
                 for cl in load_clients if rnd % 2 else load_clients[::-1]:
-                    ts = [t for t in order if sc.name in t.scenarios]
-                    base = next((t for t in ts if t.id == baseline), None)
-                    others = [t for t in ts if t is not base]
-                    if pairing != "adjacent" or base is None or not others:
-                        plan += [(rnd, sc, conns, cl, t, None) for t in ts]
-                        continue
-                    by_id = {x.id: x for x in ts}
-                    for i, t in enumerate(others):
-                        pair += 1
-                        # A hosted target's partner is its bare run (the ratio
-                        # that matters is what the hosting costs), else the baseline.
-                        partner = by_id.get(t.id.partition("@")[0], base) if "@" in t.id else base
-                        two = [(rnd, sc, conns, cl, partner, pair), (rnd, sc, conns, cl, t, pair)]
-                        plan += two if (i + rnd) % 2 == 0 else two[::-1]
+                    for count in thread_counts if rnd % 2 else thread_counts[::-1]:
+                        ts = at_count([t for t in order if sc.name in t.scenarios], count, thread_counts)
+                        base = next((x for x in ts if x[0].id == baseline), None)
+                        others = [x for x in ts if x is not base]
+                        if pairing != "adjacent" or base is None or not others:
+                            plan += [(rnd, sc, conns, cl, t, None, n) for t, n in ts]
+                            continue
+                        by_id = {x[0].id: x for x in ts}
+                        for i, (t, n) in enumerate(others):
+                            pair += 1
+                            # A hosted target's partner is its bare run (the ratio
+                            # that matters is what the hosting costs), else the baseline.
+                            mate, mate_n = by_id.get(t.id.partition("@")[0], base) if "@" in t.id else base
+                            two = [(rnd, sc, conns, cl, mate, pair, mate_n), (rnd, sc, conns, cl, t, pair, n)]
+                            plan += two if (i + rnd) % 2 == 0 else two[::-1]
     return plan
 
 
@@ -431,11 +447,13 @@ def measure(a: argparse.Namespace) -> tuple[dict, bool]:
     max_conns = max(max(s.connections) for s in a.scenario_list)
     place = Placement(server_prefix=a.server_prefix_list, client_prefix=a.client_prefix_list,
                       server_cpus=a.server_cpu_list, server_threads=a.server_threads, listen_address=a.listen,
-                      target_host=a.target_host, remote=a.remote, tmp=logs, max_connections=max_conns)
+                      target_host=a.target_host, remote=a.remote, tmp=logs, max_connections=max_conns,
+                      thread_counts=a.thread_counts)
     load = Load(client_prefix=a.client_prefix_list, client_cpus=a.client_cpu_list,
                 client_threads=a.client_threads, engine=a.engine, duration=a.duration, warmup=a.warmup,
                 timeout=a.timeout,
-                server_cpus=a.server_cpu_list, server_threads=a.server_threads, remote=a.remote, tmp=logs)
+                server_cpus=a.server_cpu_list, server_threads=a.server_threads, remote=a.remote, tmp=logs,
+                swept=len(a.thread_counts) > 1)
     targets = build_targets(a)
     engine = next((t.engine for t in targets if isinstance(t, ContainerTarget)), None)
     if engine is not None:
@@ -461,16 +479,23 @@ def measure(a: argparse.Namespace) -> tuple[dict, bool]:
         baseline = pick_baseline(a.baseline, targets, a.modes)
         if a.pairing == "adjacent" and baseline is None:
             log("warning: --pairing adjacent needs a measured baseline; pairing by round")
-        plan = make_plan(live, a.scenario_list, a.rounds, baseline, a.pairing, load_clients)
+        plan = make_plan(live, a.scenario_list, a.rounds, baseline, a.pairing, load_clients, a.thread_counts)
         t0 = time.monotonic()
+        swept = len(a.thread_counts) > 1
+        # A run at a count: placed and loaded with that many server threads
+        # (a target that takes none, recorded None, with the largest).
+        at = {n: (dataclasses.replace(place, server_threads=n), dataclasses.replace(load, server_threads=n))
+              for n in a.thread_counts}
+        at[None] = at[max(a.thread_counts)]
 
         def execute(steps: list[tuple], into: list[dict]) -> None:
             """steps: (what the progress line shows, run_once's target, client, scenario,
-            connections, round, pair, rate)."""
+            connections, round, pair, rate, threads)."""
             progress = Progress(len(steps), a.warmup + a.duration + a.pause + 0.5)
-            for shown, t, client, sc, conns, rnd, pair, rate in steps:
-                progress.show(shown)
-                into.append(run_once(t, place, load, client, sc, conns, rnd, time.monotonic() - t0, pair, rate))
+            for shown, t, client, sc, conns, rnd, pair, rate, n in steps:
+                progress.show(shown + (f" t{n}" if swept and n is not None else ""))
+                into.append(run_once(t, *at[n], client, sc, conns, rnd, time.monotonic() - t0, pair, rate,
+                                     threads=n))
                 progress.done += 1
                 if a.pause:
                     time.sleep(a.pause)
@@ -478,17 +503,17 @@ def measure(a: argparse.Namespace) -> tuple[dict, bool]:
 
         several = len(load_clients) > 1
         execute([(f"round {rnd}/{a.rounds} {sc.name} c{conns}{f' {cl.name}' if several else ''} {t.id}",
-                  t, cl, sc, conns, rnd, pair, None) for rnd, sc, conns, cl, t, pair in plan], runs)
+                  t, cl, sc, conns, rnd, pair, None, n) for rnd, sc, conns, cl, t, pair, n in plan], runs)
         if a.rate_list:
             # Open-loop runs are loadgen's (neither wrk nor h2load keeps a
             # constant rate); fractions are of the first client's req/s.
             rater = next((c for c in load_clients if c.name == "loadgen"), None) or clients.make("loadgen", exes["loadgen"])
             fplan, notes = fixedload.make_plan(live, a.scenario_list, a.rounds, a.rate_list,
-                                               fixedload.maxima(runs, load_clients[0].name))
+                                               fixedload.maxima(runs, load_clients[0].name), a.thread_counts)
             for note in notes:
                 log(f"note: {note}")
             execute([(f"round {rnd}/{a.rounds} {sc.name} c{conns} {rate[1]:.0f}/s {t.id}",
-                      t, rater, sc, conns, rnd, None, rate) for rnd, sc, conns, t, rate in fplan], fixed_runs)
+                      t, rater, sc, conns, rnd, None, rate, n) for rnd, sc, conns, t, rate, n in fplan], fixed_runs)
     except (KeyboardInterrupt, Interrupted):
         interrupted = True
         sys.stderr.write("\n")
@@ -524,6 +549,7 @@ def measure(a: argparse.Namespace) -> tuple[dict, bool]:
                    "timeout_s": a.timeout, "pairing": a.pairing,
                    "pause_s": a.pause, "server_cpus": cpu_list(a.server_cpu_list),
                    "client_cpus": cpu_list(a.client_cpu_list), "server_threads": a.server_threads,
+                   "server_thread_counts": list(a.thread_counts),
                    "client_threads": a.client_threads, "target_host": a.target_host,
                    "server_address": a.listen, "server_prefix": a.server_prefix_list,
                    "client_prefix": a.client_prefix_list, "server_remote": a.remote, "modes": a.modes,
@@ -535,7 +561,7 @@ def measure(a: argparse.Namespace) -> tuple[dict, bool]:
         "targets": [{"id": t.id, "name": t.name, "kind": t.kind, "mode": t.mode, "label": t.label,
                      "hosting": getattr(t, "hosting", "bare"), "under": t.under, "note": t.note,
                      "command": t.command, "requested": t.requested, "status": t.status, "reason": t.reason,
-                     "scenarios": t.scenarios} for t in targets],
+                     "scenarios": t.scenarios, "takes_threads": t.takes_threads} for t in targets],
         "runs": runs,
         "summary": [],
         **({"fixed_runs": fixed_runs, "fixed_load": []} if a.rate_list else {}),
@@ -548,6 +574,9 @@ def finish(results: dict, a: argparse.Namespace) -> int:
     """Summary, comparison, files, table; the exit code."""
     results["summary"] = summarize(results["runs"], results["baseline"])
     results["agreement"] = agreement(results["runs"], results["config"].get("clients") or ["loadgen"])
+    counts = results["config"]["server_thread_counts"]
+    if len(counts) > 1:
+        results["thread_sweep"] = thread_sweep(results["runs"], counts)
     if "fixed_runs" in results:
         results["fixed_load"] = fixedload.summarize(results["fixed_runs"])
     if a.checks:
@@ -568,12 +597,13 @@ def finish(results: dict, a: argparse.Namespace) -> int:
     print(f"servermodels compare, {results['started']}: {env['cpu_model']}, {env['cores']} cores, "
           f"kernel {env['kernel']}, commit {(env['git'].get('commit') or 'unknown')[:12]}"
           + (" (modified)" if env["git"].get("dirty") else ""))
-    print(f"server on CPUs {cfg['server_cpus'] or 'any'} ({cfg['server_threads']} threads), "
+    print(f"server on CPUs {cfg['server_cpus'] or 'any'} ({','.join(map(str, counts))} threads), "
           f"{'/'.join(cfg.get('clients') or ['loadgen'])} on CPUs "
           f"{cfg['client_cpus'] or 'any'} ({cfg['client_threads']} threads), {cfg['rounds']} rounds x "
           f"{cfg['duration_s']:g} s after {cfg['warmup_s']:g} s warm-up; medians [min-max]; baseline "
           f"{results['baseline'] or 'none'}")
     print(output.table(results), end="")
+    print(output.thread_sweep(results), end="")
     print(output.agreement(results), end="")
     print(output.fixed_load(results), end="")
     print(checks.text(results), end="")
@@ -608,6 +638,7 @@ def main(argv: list[str]) -> int:
                 raise SetupError(f"--from {a.from_}: cannot read it ({e})") from None
             if results.get("tool") != "servermodels-compare":
                 raise SetupError(f"--from {a.from_}: not a bench/compare results.json")
+            upgrade(results)
             if a.baseline:
                 modes = results["config"].get("modes") or ["composed"]
                 ids = [t["id"] for t in results["targets"] if t["status"] == "measured"]

@@ -24,6 +24,7 @@ import statistics
 
 from .measure import Scenario
 from .summary import client_of
+from .targets import at_count
 from .util import spread
 
 LATENCY = ("50", "99", "99.9")
@@ -50,56 +51,59 @@ def is_fraction(value: float) -> bool:
     return value <= 1.0
 
 
-def maxima(runs: list[dict], client: str) -> dict[tuple[str, str, int], float]:
-    """(target, scenario, connections): the median req/s of its valid closed-loop runs with client."""
-    got: dict[tuple[str, str, int], list[float]] = {}
+def maxima(runs: list[dict], client: str) -> dict[tuple[str, str, int, int | None], float]:
+    """(target, scenario, connections, threads): the median req/s of its valid closed-loop runs with client."""
+    got: dict[tuple[str, str, int, int | None], list[float]] = {}
     for r in runs:
         if r["valid"] and r.get("rps") and client_of(r) == client:
-            got.setdefault((r["target"], r["scenario"], r["connections"]), []).append(r["rps"])
+            got.setdefault((r["target"], r["scenario"], r["connections"], r.get("threads")), []).append(r["rps"])
     return {k: statistics.median(v) for k, v in got.items()}
 
 
 def make_plan(live: list, scenarios: list[Scenario], rounds: int, rates: list[tuple[str, float]],
-              peak: dict[tuple[str, str, int], float]) -> tuple[list[tuple], list[str]]:
-    """(round, scenario, connections, target, (rate as written, req/s)) in run order, and notes on what is
-    left out. Targets' order reversed every other round, as the closed-loop plan does."""
+              peak: dict[tuple[str, str, int, int | None], float],
+              thread_counts: tuple[int, ...] = (1,)) -> tuple[list[tuple], list[str]]:
+    """(round, scenario, connections, target, (rate as written, req/s), threads) in run order, and notes on
+    what is left out. Targets' and thread counts' order reversed every other round, as the closed-loop plan
+    does; a fraction is of the target's req/s at the same thread count."""
     plan, notes = [], []
     open_loop = [s for s in scenarios if s.pipeline == 1]
     if len(open_loop) < len(scenarios):
         notes.append("--rates: pipelined scenarios are not run at a fixed rate")
+    swept = len(thread_counts) > 1
     for rnd in range(1, rounds + 1):
         order = live if rnd % 2 else live[::-1]
         for sc in open_loop:
             for conns in sc.connections:
                 for word, v in rates:
-                    for t in order:
-                        if sc.name not in t.scenarios:
-                            continue
-                        if is_fraction(v):
-                            top = peak.get((t.id, sc.name, conns))
-                            if not top:
-                                if rnd == 1:
-                                    notes.append(f"--rates {word}: {t.id} {sc.name} c{conns} has no valid "
-                                                 "closed-loop run to take a fraction of")
-                                continue
-                            plan.append((rnd, sc, conns, t, (word, v * top)))
-                        else:
-                            plan.append((rnd, sc, conns, t, (word, v)))
+                    for count in thread_counts if rnd % 2 else thread_counts[::-1]:
+                        for t, n in at_count([t for t in order if sc.name in t.scenarios], count, thread_counts):
+                            if is_fraction(v):
+                                top = peak.get((t.id, sc.name, conns, n))
+                                if not top:
+                                    if rnd == 1:
+                                        notes.append(f"--rates {word}: {t.id} {sc.name} c{conns}"
+                                                     + (f" t{n}" if swept and n is not None else "")
+                                                     + " has no valid closed-loop run to take a fraction of")
+                                    continue
+                                plan.append((rnd, sc, conns, t, (word, v * top), n))
+                            else:
+                                plan.append((rnd, sc, conns, t, (word, v), n))
     return plan, notes
 
 
 def summarize(runs: list[dict]) -> list[dict]:
-    """One row per target, scenario, connection count and rate: the offered and achieved rates, and the
-    latency percentiles of the runs that were not saturated (corrected and uncorrected)."""
+    """One row per target, scenario, connection count, thread count and rate: the offered and achieved
+    rates, and the latency percentiles of the runs that were not saturated (corrected and uncorrected)."""
     groups: dict[tuple, list[dict]] = {}
     for r in runs:
-        groups.setdefault((r["target"], r["scenario"], r["connections"], r["rate"]), []).append(r)
+        groups.setdefault((r["target"], r["scenario"], r["connections"], r.get("threads"), r["rate"]), []).append(r)
     rows = []
-    for (target, scenario, conns, rate), rs in groups.items():
+    for (target, scenario, conns, threads, rate), rs in groups.items():
         ok = [r for r in rs if r["valid"]]
         calm = [r for r in ok if not r["saturated"]]
         rows.append({
-            "target": target, "scenario": scenario, "connections": conns, "rate": rate,
+            "target": target, "scenario": scenario, "connections": conns, "threads": threads, "rate": rate,
             "runs": len(rs), "valid_runs": len(ok), "saturated_runs": len(ok) - len(calm),
             "saturated": bool(ok) and len(calm) * 2 < len(ok),
             "offered_rps": spread([r["offered_rps"] for r in rs]),

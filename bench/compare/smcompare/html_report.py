@@ -11,13 +11,18 @@ Sections, in order:
    the baseline target;
 2. notices: skipped or failed targets, invalid runs, an interrupted run, what
    the figures of a target run under Wine are not;
-3. per scenario and connection count: req/s and server CPU us/request bars
-   (median, min-max whisker, ratio to the baseline);
-4. latency percentile curves (HdrHistogram-style x axis);
-5. the full summary table;
-6. the comparison with an earlier results.json, when there is one;
-7. environment, config and the commands each target was run with;
-8. how to read the report.
+3. per scenario and connection count (and thread count, in a thread sweep):
+   req/s and server CPU us/request bars (median, min-max whisker, ratio to
+   the baseline);
+4. a thread sweep (several --server-threads): per scenario and connection
+   count, req/s and server CPU us/request against the thread count, a line
+   per target, and the table with the ratios to the first count;
+5. latency percentile curves (HdrHistogram-style x axis);
+6. latency at a fixed load (--rates);
+7. the full summary table, and the load clients' agreement (several --client);
+8. the comparison with an earlier results.json, when there is one;
+9. environment, config and the commands each target was run with;
+10. how to read the report.
 
 Every string taken from the results is HTML-escaped: target names come from
 the command line. Standard library only.
@@ -192,10 +197,21 @@ class Ctx:
     colours: dict[str, str]
     baseline: str | None
     clients: list[str]
+    counts: list[int]              # --server-threads of a thread sweep; [] for one count
+
+    def threads_of(self, row: Json) -> int | None:
+        """The thread count a row is shown with in a sweep (one that takes none: the largest, which it ran
+        beside); None without a sweep."""
+        if not self.counts:
+            return None
+        n = row.get("threads")
+        return n if isinstance(n, int) and not isinstance(n, bool) else max(self.counts)
 
     def row_name(self, row: Json) -> str:
-        """A row's target as shown, and its client when there are several."""
-        name = self.shown(str(row.get("target")))
+        """A row's target as shown, and its client when there are several; in a sweep, a target that takes
+        no thread count says so."""
+        name = self.shown(str(row.get("target"))) + (" (own threads)" if self.counts and row.get("threads") is None
+                                                      else "")
         return f"{name} \u00b7 {summary.client_of(row)}" if len(self.clients) > 1 else name
 
     def label(self, tid: str) -> str:
@@ -226,30 +242,41 @@ def make_ctx(results: Json) -> Ctx:
     shown = sorted({str(r.get("target")) for r in results.get("summary") or []}, key=lambda t: order[t])
     colours = dict(zip(shown, palette(len(shown))))
     base = results.get("baseline")
-    clients = [str(c) for c in (results.get("config") or {}).get("clients") or ["loadgen"]]
-    return Ctx(by_id, order, colours, None if base is None else str(base), clients)
+    cfg = results.get("config") or {}
+    clients = [str(c) for c in cfg.get("clients") or ["loadgen"]]
+    counts = [int(n) for n in cfg.get("server_thread_counts") or [] if _num(n) is not None]
+    return Ctx(by_id, order, colours, None if base is None else str(base), clients, counts if len(counts) > 1 else [])
 
 
-def groups(results: Json, ctx: Ctx) -> list[tuple[tuple[str, int], list[Json]]]:
-    """Summary rows by (scenario, connections): config order, targets in target order."""
+def groups(results: Json, ctx: Ctx, rows: list[Json] | None = None
+           ) -> list[tuple[tuple[str, int, int | None], list[Json]]]:
+    """Summary rows (or these rows) by (scenario, connections, thread count
+    in a sweep, else None): config order, targets in target order."""
     scenarios = (results.get("config") or {}).get("scenarios") or []
     sc_order = {str(s.get("name")): i for i, s in enumerate(scenarios)}
-    found: dict[tuple[str, int], list[Json]] = {}
-    for row in results.get("summary") or []:
-        found.setdefault((str(row.get("scenario")), int(row.get("connections") or 0)), []).append(row)
+    n_order = {n: i for i, n in enumerate(ctx.counts)}
+    found: dict[tuple[str, int, int | None], list[Json]] = {}
+    for row in results.get("summary") or [] if rows is None else rows:
+        found.setdefault((str(row.get("scenario")), int(row.get("connections") or 0), ctx.threads_of(row)),
+                         []).append(row)
     first = {k: i for i, k in enumerate(found)}
-    keys = sorted(found, key=lambda k: (sc_order.get(k[0], len(sc_order)), first[k]))
+    keys = sorted(found, key=lambda k: (sc_order.get(k[0], len(sc_order)), k[1], n_order.get(k[2], 0), first[k]))
     c_order = {c: i for i, c in enumerate(ctx.clients)}
     return [(k, sorted(found[k], key=lambda r: (ctx.order.get(str(r.get("target")), 0),
                                                  c_order.get(summary.client_of(r), 0)))) for k in keys]
 
 
-def group_title(key: tuple[str, int], rows: list[Json], results: Json) -> str:
-    scenario, conns = key
+def threads_text(n: int) -> str:
+    return f"{n} thread{'s' if n != 1 else ''}"
+
+
+def group_title(key: tuple[str, int, int | None], rows: list[Json], results: Json) -> str:
+    scenario, conns, threads = key
     pipeline = max((int(r.get("pipeline") or 1) for r in rows), default=1)
     path = next((s.get("path") for s in (results.get("config") or {}).get("scenarios") or []
                  if str(s.get("name")) == scenario), None)
-    parts = [scenario, f"{conns} connections"] + ([f"pipeline {pipeline}"] if pipeline > 1 else [])
+    parts = [scenario, f"{conns} connections"] + ([f"pipeline {pipeline}"] if pipeline > 1 else []) \
+        + ([threads_text(threads)] if threads is not None else [])
     return " \u00b7 ".join(parts) + (f" ({path})" if path else "")
 
 
@@ -358,6 +385,31 @@ def curve_points(curve: Any) -> list[tuple[float, float, float]]:
     return pts
 
 
+def grid(xs: Iterable[tuple[float, str]], ys: Iterable[tuple[float, str]], left: float, right: float,
+         top: float, bottom: float) -> list[str]:
+    """A line chart's grid: a vertical line and its label below the plot per
+    (x, label), a horizontal one and its label left of it per (y, label);
+    positions in SVG coordinates, the plot spanning left-right, top-bottom."""
+    return ([f'<line class="grid" x1="{x}" y1="{top}" x2="{x}" y2="{bottom}"/><text class="axis"'
+             f' x="{x}" y="{bottom + 14}" text-anchor="middle">{esc(text)}</text>' for x, text in xs]
+            + [f'<line class="grid" x1="{left}" y1="{y}" x2="{right}" y2="{y}"/>'
+               f'<text class="axis" x="{left - 5}" y="{y + 4}" text-anchor="end">{esc(text)}</text>'
+               for y, text in ys])
+
+
+def line_with_points(points: list[tuple[float, float, str]], colour: str, dash: str = "") -> list[str]:
+    """A polyline through points (x, y in SVG coordinates, tooltip) when
+    there are two or more, and a dot with its tooltip at each."""
+    out = []
+    if len(points) > 1:
+        coords = " ".join(f"{x},{y}" for x, y, _ in points)
+        out.append(f'<polyline points="{coords}" fill="none" stroke="{colour}" stroke-width="1.8"'
+                   + (f' stroke-dasharray="{dash}"' if dash else "") + "/>")
+    out += [f'<circle cx="{x}" cy="{y}" r="2.4" fill="{colour}"><title>{esc(tip)}</title></circle>'
+            for x, y, tip in points]
+    return out
+
+
 def x_tick_label(k: int) -> str:
     return {0: "0%", 1: "90%", 2: "99%"}.get(k, "99." + "9" * (k - 2) + "%")
 
@@ -390,13 +442,8 @@ def latency_chart(series: list[tuple[str, str, bool, list[tuple[float, float, fl
         return round(bottom - (bottom - top) * frac, 1)
 
     out = [f'<svg viewBox="0 0 {width} {height}" role="img" aria-label="latency by percentile">']
-    for k in range(xmax + 1):
-        out.append(f'<line class="grid" x1="{sx(k)}" y1="{top}" x2="{sx(k)}" y2="{bottom}"/><text class="axis"'
-                   f' x="{sx(k)}" y="{bottom + 14}" text-anchor="middle">{x_tick_label(k)}</text>')
-    for t in ticks:
-        out.append(f'<line class="grid" x1="{left}" y1="{sy(t)}" x2="{width - right}" y2="{sy(t)}"/>'
-                   f'<text class="axis" x="{left - 5}" y="{sy(t) + 4}" text-anchor="end">'
-                   f'{esc(tick_text(fmt_latency(t)))}</text>')
+    out += grid([(sx(k), x_tick_label(k)) for k in range(xmax + 1)],
+                [(sy(t), tick_text(fmt_latency(t))) for t in ticks], left, width - right, top, bottom)
     out.append(f'<text class="axis" x="{(left + width) / 2}" y="{height - 4}" text-anchor="middle">percentile'
                f'{" (latency axis: log scale)" if log else ""}</text>')
     for label, colour, is_base, pts in series:
@@ -446,13 +493,8 @@ def load_chart(series: list[tuple[str, str, list[tuple[float, dict[str, float] |
         return round(bottom - (bottom - top) * math.log10(max(v, ymin) / ymin) / math.log10(ymax / ymin), 1)
 
     out = [f'<svg viewBox="0 0 {width} {height}" role="img" aria-label="latency against offered load">']
-    for t in xticks:
-        out.append(f'<line class="grid" x1="{sx(t)}" y1="{top}" x2="{sx(t)}" y2="{bottom}"/><text class="axis"'
-                   f' x="{sx(t)}" y="{bottom + 14}" text-anchor="middle">{esc(tick_text(fmt_rate(t)))}</text>')
-    for t in yticks:
-        out.append(f'<line class="grid" x1="{left}" y1="{sy(t)}" x2="{width - right}" y2="{sy(t)}"/>'
-                   f'<text class="axis" x="{left - 5}" y="{sy(t) + 4}" text-anchor="end">'
-                   f'{esc(tick_text(fmt_latency(t)))}</text>')
+    out += grid([(sx(t), tick_text(fmt_rate(t))) for t in xticks],
+                [(sy(t), tick_text(fmt_latency(t))) for t in yticks], left, width - right, top, bottom)
     out.append(f'<text class="axis" x="{(left + width) / 2}" y="{height - 4}" text-anchor="middle">offered '
                'requests/s (latency axis: log scale; p50 solid, p99 dashed, p99.9 dotted; '
                '\u25cb at the top: saturated)</text>')
@@ -460,19 +502,46 @@ def load_chart(series: list[tuple[str, str, list[tuple[float, dict[str, float] |
         pts = sorted(pts)
         out.append(f"<g><title>{esc(label)}</title>")
         for k, dash in DASHES.items():
-            calm = [(x, lat[k]) for x, lat in pts if lat and k in lat]
-            if len(calm) > 1:
-                coords = " ".join(f"{sx(x)},{sy(v)}" for x, v in calm)
-                out.append(f'<polyline points="{coords}" fill="none" stroke="{colour}" stroke-width="1.8"'
-                           + (f' stroke-dasharray="{dash}"' if dash else "") + "/>")
-            for x, v in calm:
-                out.append(f'<circle cx="{sx(x)}" cy="{sy(v)}" r="2.4" fill="{colour}"><title>'
-                           f'{esc(f"{label} at {fmt_rate(x)}/s: p{k} {fmt_latency(v)}")}</title></circle>')
+            out += line_with_points([(sx(x), sy(lat[k]), f"{label} at {fmt_rate(x)}/s: p{k} {fmt_latency(lat[k])}")
+                                     for x, lat in pts if lat and k in lat], colour, dash)
         for x, lat in pts:
             if lat is None:
                 out.append(f'<circle cx="{sx(x)}" cy="{top - 8}" r="4" fill="none" stroke="{colour}" '
                            f'stroke-width="1.6"><title>{esc(f"{label} at {fmt_rate(x)}/s: saturated")}</title>'
                            "</circle>")
+        out.append("</g>")
+    out.append("</svg>")
+    return "".join(out)
+
+
+def sweep_chart(series: list[tuple[str, str, list[tuple[int, float, str]]]], counts: list[int],
+                fmt: Callable[[Any], str], what: str) -> str:
+    """A figure against the server thread count. series: (label, colour,
+    [(threads, value, tooltip)]), one line each; the x axis has the swept
+    counts (log2-spaced when they span 4x or more), the y axis starts at 0."""
+    width, height, left, right, top, bottom = 640, 300, 64, 28, 10, 262
+    xs = sorted(set(counts)) or [1]
+    log2 = xs[0] > 0 and xs[-1] / xs[0] >= 4
+    pos = (lambda n: math.log2(n)) if log2 else float
+    lo, hi = pos(xs[0]), pos(xs[-1])
+    yticks = nice_ticks(max((v for *_, pts in series for _, v, _ in pts), default=0.0))
+
+    def sx(n: int) -> float:
+        # 24 units of room at either end, so the first and last points are not on the frame.
+        frac = (pos(n) - lo) / (hi - lo) if hi > lo else 0.5
+        return round(left + 24 + (width - left - right - 48) * frac, 1)
+
+    def sy(v: float) -> float:
+        return round(bottom - (bottom - top) * max(v, 0) / yticks[-1], 1)
+
+    out = [f'<svg viewBox="0 0 {width} {height}" role="img" aria-label="{esc(what)} against server threads">']
+    out += grid([(sx(n), str(n)) for n in xs], [(sy(t), tick_text(fmt(t))) for t in yticks],
+                left, width - right, top, bottom)
+    out.append(f'<text class="axis" x="{(left + width) / 2}" y="{height - 4}" text-anchor="middle">server threads'
+               f'{" (log scale)" if log2 else ""}; {esc(what)}</text>')
+    for label, colour, pts in series:
+        out.append(f"<g><title>{esc(label)}</title>")
+        out += line_with_points([(sx(n), sy(v), tip) for n, v, tip in sorted(pts)], colour)
         out.append("</g>")
     out.append("</svg>")
     return "".join(out)
@@ -501,7 +570,8 @@ def section_header(results: Json, ctx: Ctx) -> str:
     cls = "badge" if ended == "completed" else "badge bad"
     server = "remote" if cfg.get("server_remote") else f"CPUs {cfg.get('server_cpus') or 'unpinned'}"
     placement = " \u00b7 ".join([
-        f"server: {server}, {cfg.get('server_threads', '?')} thread(s)",
+        f"server: {server}, " + (f"threads {','.join(map(str, ctx.counts))} (a thread sweep)" if ctx.counts
+                                 else f"{cfg.get('server_threads', '?')} thread(s)"),
         f"client: CPUs {cfg.get('client_cpus') or 'unpinned'}, {cfg.get('client_threads', '?')} thread(s)",
         f"target {cfg.get('target_host', '?')}",
         f"{cfg.get('rounds', '?')} rounds x {fmt_secs(cfg.get('duration_s'))}",
@@ -531,8 +601,9 @@ def notice_items(results: Json, ctx: Ctx) -> list[tuple[str, str]]:
     for r in results.get("runs") or []:
         if not r.get("valid", True):
             problems = "; ".join(map(str, r.get("problems") or [])) or "?"
+            threads = f" t{r['threads']}" if ctx.counts and r.get("threads") is not None else ""
             items.append(("err", f"invalid run: {ctx.shown(str(r.get('target')))} \u00b7 {r.get('scenario')} "
-                                 f"c{r.get('connections')} \u00b7 round {r.get('round')}: {problems}"))
+                                 f"c{r.get('connections')}{threads} \u00b7 round {r.get('round')}: {problems}"))
     noisy = [r for r in results.get("runs") or [] if r.get("noisy")]
     if noisy:
         first = noisy[0]
@@ -567,6 +638,74 @@ def section_charts(results: Json, ctx: Ctx) -> str:
     return "".join(parts) + "</section>"
 
 
+SWEPT = (("rps", "requests/s (median; higher is better)", "req/s", fmt_rate),
+         ("server_cpu_us_per_req", "server CPU \u00b5s per request (median; lower is better)", "\u00b5s/req", fmt_sig))
+
+
+def section_thread_sweep(results: Json, ctx: Ctx) -> str:
+    """A thread sweep: per scenario and connection count (and client), req/s and server CPU per request
+    against the thread count, a line per target, and the table with the ratios to the first count."""
+    sweep = [r for r in results.get("thread_sweep") or [] if isinstance(r, dict) and r.get("points")]
+    if not sweep or not ctx.counts:
+        return ""
+    cfg = results.get("config") or {}
+    first = sweep[0].get("first", ctx.counts[0])
+    fixed = [ctx.shown(tid) for tid, t in ctx.targets.items()
+             if t.get("status") == "measured" and t.get("takes_threads") is False]
+    parts = ['<section id="thread-sweep"><h2>Thread sweep</h2>'
+             f'<p>Each target that takes a thread count at each of <code>--server-threads '
+             f'{esc(",".join(map(str, ctx.counts)))}</code>, in the same rounds, the server pinned to all of its CPUs '
+             f'({esc(cfg.get("server_cpus") or "unpinned")}). x t{esc(first)}: the median over rounds of the run '
+             f'/ the same round\'s run of the target at {esc(threads_text(first))}. OS threads: the threads the '
+             'server\'s processes had at the end of the measured window.'
+             + (f' Measured once per round, beside the runs at {esc(threads_text(max(ctx.counts)))}, as they take '
+                f'no thread count: {esc(", ".join(fixed))}.' if fixed else "") + '</p>']
+    scenarios = [str(sc.get("name")) for sc in cfg.get("scenarios") or []]
+    found: dict[tuple[str, int, str], list[Json]] = {}
+    for r in sorted(sweep, key=lambda r: (scenarios.index(r["scenario"]) if r.get("scenario") in scenarios
+                                          else len(scenarios), r.get("connections") or 0,
+                                          ctx.clients.index(summary.client_of(r))
+                                          if summary.client_of(r) in ctx.clients else 0,
+                                          ctx.order.get(str(r.get("target")), 0))):
+        found.setdefault((str(r.get("scenario")), int(r.get("connections") or 0), summary.client_of(r)),
+                         []).append(r)
+    for (scenario, conns, client), rs in found.items():
+        boxes = []
+        for field, title, unit, fmt in SWEPT:
+            series = []
+            for r in rs:
+                tid = str(r.get("target"))
+                pts = [(int(pt["threads"]), m, f"{ctx.shown(tid)} at {threads_text(int(pt['threads']))}: "
+                        f"{fmt(m)} {unit}" + (f", {fmt_ratio(vs)} of {threads_text(first)}"
+                                              if (vs := _num((pt.get('vs_first') or {}).get(field))) is not None
+                                              and pt["threads"] != first else ""))
+                       for pt in r["points"] if (m := med(pt.get(field))) is not None]
+                series.append((ctx.shown(tid), ctx.colours.get(tid, "#888"), pts))
+            body = sweep_chart(series, ctx.counts, fmt, unit) if any(pts for *_, pts in series) \
+                else '<p class="muted">nothing to plot</p>'
+            boxes.append(f'<div class="chart"><h4>{esc(title)}</h4>{body}'
+                         + legend((label, colour, tid == ctx.baseline) for (label, colour, _), tid
+                                  in zip(series, (str(r.get("target")) for r in rs))) + "</div>")
+        table_rows = []
+        for r in rs:
+            for i, pt in enumerate(r["points"]):
+                vs = {} if pt.get("threads") == first else pt.get("vs_first") or {}
+                table_rows.append(("warn" if pt.get("valid_runs", 0) < pt.get("runs", 0) else "", [
+                    "" if i else esc(ctx.shown(str(r.get("target")))), num(esc(pt.get("threads"))),
+                    num(fmt_spread(pt.get("rps"), fmt_rate)), num(esc(fmt_ratio(vs.get("rps"))) if vs else ""),
+                    num(fmt_spread(pt.get("server_cpu_us_per_req"), fmt_sig)),
+                    num(esc(fmt_ratio(vs.get("server_cpu_us_per_req"))) if vs else ""),
+                    num(fmt_spread(pt.get("os_threads"), lambda x: f"{x:g}")), esc(pt.get("limited_by", "?")),
+                    num(f"{esc(pt.get('valid_runs'))}/{esc(pt.get('runs'))}")]))
+        title = f"{scenario} \u00b7 {conns} connections" + (f" \u00b7 {client}" if len(ctx.clients) > 1 else "")
+        parts.append(f'<h3>{esc(title)}</h3><div class="pair">{"".join(boxes)}</div>'
+                     + table(["target", "threads", "req/s median [min\u2013max]", f"x t{first}",
+                              "server CPU \u00b5s/req", f"x t{first}", "OS threads", "limited by", "valid/runs"],
+                             table_rows)
+                     + ctx.caveats(str(r.get("target")) for r in rs))
+    return "".join(parts) + "</section>"
+
+
 def section_latency(results: Json, ctx: Ctx) -> str:
     parts = ['<section id="latency"><h2>Latency by percentile</h2>']
     for key, rows in groups(results, ctx):
@@ -592,10 +731,10 @@ def section_fixed_load(results: Json, ctx: Ctx) -> str:
              'so coordinated omission is corrected; the uncorrected figure in brackets). The knee is where a '
              'line turns up; a rate the target could not take (achieved below '
              f'{100 - int(RATE_SHORTFALL * 100)}% of offered) is marked saturated, with no latency.</p>']
-    groups: dict[tuple[str, int], list[Json]] = {}
+    groups: dict[tuple[str, int, int | None], list[Json]] = {}
     for r in rows:
-        groups.setdefault((str(r.get("scenario")), int(r.get("connections") or 0)), []).append(r)
-    for (scenario, conns), rs in groups.items():
+        groups.setdefault((str(r.get("scenario")), int(r.get("connections") or 0), ctx.threads_of(r)), []).append(r)
+    for (scenario, conns, threads), rs in groups.items():
         by_target: dict[str, list[Json]] = {}
         for r in rs:
             by_target.setdefault(str(r.get("target")), []).append(r)
@@ -621,7 +760,9 @@ def section_fixed_load(results: Json, ctx: Ctx) -> str:
                 num(fmt_spread(r.get("rps"), fmt_rate)), num(esc(fmt_ratio(med(r.get("achieved"))))),
                 cell("50"), cell("99"), cell("99.9"),
                 num(f"{esc(r.get('valid_runs'))}/{esc(r.get('runs'))}")]))
-        parts.append(f'<h3>{esc(scenario)}: {conns} connections</h3><div class="chart">{load_chart(series)}'
+        parts.append(f'<h3>{esc(scenario)}: {conns} connections'
+                     + (f", {threads_text(threads)}" if threads is not None else "")
+                     + f'</h3><div class="chart">{load_chart(series)}'
                      + legend((label, colour, False) for label, colour, _ in series) + "</div>"
                      + table(["target", "rate", "offered/s", "achieved/s", "x offered", "p50", "p99", "p99.9",
                               "valid/runs"], table_rows))
@@ -649,6 +790,7 @@ def summary_cells(row: Json, ctx: Ctx) -> list[Cell]:
         name += f'<br><span class="muted">{esc(label)}</span>'
     client = [esc(summary.client_of(row))] if len(ctx.clients) > 1 else []
     return [name, *client, esc(kind) or MISSING, esc(row.get("scenario")), num(esc(row.get("connections"))),
+            *thread_cell(row, ctx),
             num(fmt_spread(row.get("rps"), fmt_rate)), num(ratio_cell(row.get("vs_baseline") or {})),
             num(fmt_spread(latency_spread(row, "50"), fmt_latency)),
             num(fmt_spread(latency_spread(row, "99"), fmt_latency)),
@@ -657,6 +799,13 @@ def summary_cells(row: Json, ctx: Ctx) -> list[Cell]:
             num(fmt_spread(row.get("client_cpu_us_per_req"), fmt_sig)),
             esc(errs) if errs else '<span class="muted">none</span>', esc(row.get("limited_by", "?")),
             num(f"{esc(valid)}/{esc(runs)}")]
+
+
+def thread_cell(row: Json, ctx: Ctx) -> list[Cell]:
+    """In a sweep, the row's thread count as a cell (a dash for a target that takes none); else nothing."""
+    if not ctx.counts:
+        return []
+    return [num(esc(row["threads"]) if row.get("threads") is not None else MISSING)]
 
 
 def ratio_cell(vs: Json) -> str:
@@ -682,7 +831,8 @@ def table(headers: list[str], rows: list[tuple[str, list[Cell]]]) -> str:
 
 
 def section_summary(results: Json, ctx: Ctx) -> str:
-    headers = ["target", *(["client"] if len(ctx.clients) > 1 else []), "mode / kind", "scenario", "conns", "req/s median [min\u2013max]", "x baseline",
+    headers = ["target", *(["client"] if len(ctx.clients) > 1 else []), "mode / kind", "scenario", "conns",
+               *(["threads"] if ctx.counts else []), "req/s median [min\u2013max]", "x baseline",
                "p50 latency", "p99 latency", "server CPU \u00b5s/req", "ctx switches/req", "peak RSS MiB",
                "client CPU \u00b5s/req", "errors", "limited by", "valid/runs"]
     rows = [("warn" if r.get("valid_runs", 0) < r.get("runs", 0) else "", summary_cells(r, ctx))
@@ -697,13 +847,15 @@ def section_clients(results: Json, ctx: Ctx) -> str:
     if not agree:
         return ""
     ref = esc(agree[0].get("reference"))
-    rows = [("", [esc(r.get("scenario")), num(esc(r.get("connections"))), esc(ctx.shown(str(r.get("target")))),
+    rows = [("", [esc(r.get("scenario")), num(esc(r.get("connections"))), *thread_cell(r, ctx),
+                  esc(ctx.shown(str(r.get("target")))),
                   esc(r.get("client")), num(esc(fmt_ratio(r.get("rps")))), num(esc(fmt_ratio(r.get("latency_p50_us")))),
                   num(esc(fmt_ratio(r.get("client_cpu_us_per_req")))), num(esc(r.get("rounds")))]) for r in agree]
     return (f'<section id="clients"><h2>Load clients</h2><p>Each client against {ref}: the median over rounds '
             f'of the ratio of its run to {ref}\'s run in the same round. Below saturation both should measure the '
             f'same server alike (req/s and p50 near 1.00x); client CPU/req is what each costs to make the load.</p>'
-            + table(["scenario", "conns", "target", "client", "req/s", "p50", "client CPU/req", "rounds"], rows)
+            + table(["scenario", "conns", *(["threads"] if ctx.counts else []), "target", "client", "req/s", "p50",
+                     "client CPU/req", "rounds"], rows)
             + "</section>")
 
 
@@ -724,11 +876,13 @@ def section_comparison(results: Json, ctx: Ctx) -> str:
         change = _num(r.get("change"))
         cls = ("better" if change * good > 0 else "worse") if r.get("significant") and change and good else ""
         rows.append((cls, [esc(name), esc(ctx.shown(str(r.get("target")))), esc(r.get("scenario")),
-                           num(esc(r.get("connections"))), num(esc(fmt(r.get("old")))), num(esc(fmt(r.get("new")))),
+                           num(esc(r.get("connections"))), *thread_cell(r, ctx),
+                           num(esc(fmt(r.get("old")))), num(esc(fmt(r.get("new")))),
                            num(esc(fmt_change(change))), "<b>yes</b>" if r.get("significant") else "no"]))
     old = f'against <code>{esc(comp.get("old", "?"))}</code>' + (
         f', started {esc(comp["old_started"])}' if comp.get("old_started") else "")
-    body = table(["metric", "target", "scenario", "conns", "old", "new", "change", "significant"], rows) \
+    body = table(["metric", "target", "scenario", "conns", *(["threads"] if ctx.counts else []), "old", "new",
+                  "change", "significant"], rows) \
         if rows else '<p class="muted">No rows in common.</p>'
     return (f'<section id="comparison"><h2>Comparison</h2><p>Medians {old}. Significant: the two runs\' '
             f'min\u2013max spreads do not overlap (green better, red worse).</p>{body}</section>')
@@ -764,25 +918,28 @@ def section_environment(results: Json, ctx: Ctx) -> str:
     cmds, seen = [], set()
     for r in results.get("runs") or []:
         tid = str(r.get("target"))
-        if tid in seen:
+        n = ctx.threads_of(r) if r.get("threads") is not None else None
+        if (tid, n) in seen:
             continue
-        seen.add(tid)
+        seen.add((tid, n))
         c = r.get("commands") or {}
         server = argv_text(c.get("server")) or "(not started by the harness)"
         client = argv_text(c.get("client")) or "-"
-        cmds.append(f"<h4>{esc(ctx.shown(tid))}</h4><pre>server: {esc(server)}\nclient: {esc(client)}</pre>")
+        cmds.append(f"<h4>{esc(ctx.shown(tid))}{esc(', ' + threads_text(n)) if n is not None else ''}</h4>"
+                    f"<pre>server: {esc(server)}\nclient: {esc(client)}</pre>")
     return (f'<section id="environment"><h2>Environment and config</h2>'
             f'<h3>Environment</h3>{dl((k, value_html(v)) for k, v in env.items())}'
             f'<h3>Config</h3>{dl((k, value_html(v)) for k, v in cfg.items())}'
             f'<h3>Harness command</h3><pre>{esc(argv_text(results.get("command")) or "-")}</pre>'
-            f'<h3>Commands (first run of each target)</h3>{"".join(cmds) or MISSING}</section>')
+            f'<h3>Commands (first run of each target{" at each thread count" if ctx.counts else ""})</h3>{"".join(cmds) or MISSING}</section>')
 
 
 HOW_TO_READ = (
     "Every figure is the median over the valid rounds, with the min\u2013max spread of those rounds in "
     "brackets or as a whisker; an invalid run (errors, a server that died, ...) is left out of the medians "
     "and listed under Notices. Ratios (0.85x) are against the baseline target: the median of the per-round "
-    "ratios, each against the baseline's run in the same round and scenario. Server CPU \u00b5s/req is the server processes' user+sys CPU time over the requests answered "
+    "ratios, each against the baseline's run in the same round and scenario (in a thread sweep, at the same "
+    "thread count; x t1 in the sweep is a target against itself at the first count). Server CPU \u00b5s/req is the server processes' user+sys CPU time over the requests answered "
     "(lower is better; it is missing when the server is remote). Latency curves show the run with the median "
     "req/s, the x axis stretching the tail (90%, 99%, 99.9%, ...). \"Limited by\" says which side's CPU was "
     "saturated: server CPU means the server was the bottleneck, client CPU means the load generator was, "
@@ -795,7 +952,7 @@ def render(results: dict) -> str:
     """Return report.html for a results dict as described by results.schema.json."""
     ctx = make_ctx(results)
     body = "".join([section_header(results, ctx), section_notices(results, ctx), section_charts(results, ctx),
-                    section_latency(results, ctx), section_fixed_load(results, ctx), section_summary(results, ctx), section_clients(results, ctx),
+                    section_thread_sweep(results, ctx), section_latency(results, ctx), section_fixed_load(results, ctx), section_summary(results, ctx), section_clients(results, ctx),
                     section_comparison(results, ctx),
                     section_environment(results, ctx),
                     f'<section id="how"><h2>How to read this</h2><p>{esc(HOW_TO_READ)}</p></section>'])

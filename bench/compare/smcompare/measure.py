@@ -49,6 +49,7 @@ class Load:
     remote: bool
     tmp: Path
     timeout: float = 2.0
+    swept: bool = False          # several --server-threads: the log files name the count
 
     @staticmethod
     def url(host: str, port: int, path: str) -> str:
@@ -150,16 +151,20 @@ def _curve(spectrum: list[list[float]]) -> list[list[float]]:
 
 
 def run_once(target: Target, place: Placement, load: Load, client: Client, sc: Scenario, conns: int, rnd: int,
-             at: float, pair: int | None = None, rate: tuple[str, float] | None = None) -> dict:
+             at: float, pair: int | None = None, rate: tuple[str, float] | None = None,
+             threads: int | None = None) -> dict:
     """Start target fresh, measure one run of the client against it, stop it.
-    rate: (as asked, requests/s) for a fixed-load run (fixedload.py)."""
+    rate: (as asked, requests/s) for a fixed-load run (fixedload.py);
+    threads: the thread count recorded (place's, or None for a target that
+    takes none)."""
     rec: dict = {"target": target.id, "scenario": sc.name, "connections": conns, "pipeline": sc.pipeline,
+                 "threads": threads,
                  "round": rnd, "pair": pair, "port": None, "at_s": round(at, 3), "valid": False, "problems": [], "noisy": [],
                  "duration_s": None, "requests": None, "rps": None, "latency_us": {}, "latency_curve": [],
                  "errors": {}, "status": {}, "limited_by": "unknown",
                  "server": {"cpu_user_s": None, "cpu_sys_s": None, "cpu_us_per_req": None, "user_us_per_req": None,
                             "sys_us_per_req": None, "util": None, "peak_rss_kib": None, "ctx_switches": None,
-                            "ctx_switches_per_req": None, "pids": []},
+                            "ctx_switches_per_req": None, "os_threads": None, "pids": []},
                  "client": {"name": client.name, "cpu_s": None, "cpu_basis": None, "rusage_cpu_s": None,
                             "us_per_req": None, "util": None, "engine": None, "exit": None, "note": None},
                  "proxy": None,
@@ -202,7 +207,9 @@ def _warm_up(cmd: list[str], load: Load, tag: str, rec: dict) -> bool:
 
 def _measure(target: Target, place: Placement, load: Load, client: Client, sc: Scenario, conns: int, rnd: int,
              rec: dict, rate: float | None) -> None:
-    tag = (f"{target.id}-{sc.name}-c{conns}-r{rnd}-{client.name}" + (f"-rate{rate:.0f}" if rate else "")).replace("/", "_")
+    threads = f"-t{rec['threads']}" if load.swept and rec["threads"] is not None else ""
+    tag = (f"{target.id}-{sc.name}-c{conns}{threads}-r{rnd}-{client.name}"
+           + (f"-rate{rate:.0f}" if rate else "")).replace("/", "_")
     out = load.tmp / f"{tag}.json"
     url = load.url(place.target_host, target.port, sc.path)
     cmd = load.placed(client.command(url, sc, conns, load, out, rate))
@@ -310,6 +317,9 @@ def _server_costs(w: Window, load: Load, rec: dict, proxy: set[int]) -> None:
     c = _costs(w, set(before) | set(after))
     user, sys_, ctx = c["user"], c["sys"], c["ctx"]
     srv.update(cpu_user_s=user, cpu_sys_s=sys_, ctx_switches=ctx, peak_rss_kib=c["rss"])
+    # What --threads made of it: the threads its processes (not a proxy's) had at the window's end.
+    counted = [after[p].get("threads") for p in srv["pids"]]
+    srv["os_threads"] = sum(counted) if counted and None not in counted else None  # type: ignore[arg-type]
     n = rec["requests"]
     if n:
         srv["cpu_us_per_req"] = (user + sys_) / n * 1e6

@@ -25,19 +25,40 @@ def _with_spread(s: dict | None, fmt) -> str:
     return f"{fmt(s['median'])} [{fmt(s['min'])}-{fmt(s['max'])}]"
 
 
-def order_rows(results: dict) -> list[dict]:
-    """Scenario order as configured, then connections, then targets as
-    listed, then the clients as given (each target's clients side by side)."""
+def order_rows(results: dict, rows: list[dict] | None = None) -> list[dict]:
+    """Scenario order as configured, then connections, then the thread
+    counts as given (a row that takes none with the largest), then targets
+    as listed, then the clients as given (each target's clients side by side)."""
     sc_order = {s["name"]: i for i, s in enumerate(results["config"]["scenarios"])}
     t_order = {t["id"]: i for i, t in enumerate(results["targets"])}
     c_order = {c: i for i, c in enumerate(clients_of(results))}
-    return sorted(results["summary"], key=lambda r: (sc_order.get(r["scenario"], 99), r["connections"],
-                                                      t_order.get(r["target"], 99),
-                                                      c_order.get(client_of(r), 99)))
+    n_order = thread_order(results)
+    return sorted(results["summary"] if rows is None else rows,
+                  key=lambda r: (sc_order.get(r["scenario"], 99), r["connections"], n_order(r.get("threads")),
+                                 t_order.get(r["target"], 99), c_order.get(client_of(r), 99)))
 
 
 def clients_of(results: dict) -> list[str]:
     return results["config"].get("clients") or ["loadgen"]
+
+
+def swept(results: dict) -> list[int]:
+    """The server thread counts of a thread sweep; [] for one count."""
+    counts = results["config"].get("server_thread_counts") or []
+    return counts if len(counts) > 1 else []
+
+
+def thread_order(results: dict):
+    """A sort key for a thread count: its place in --server-threads; None (a
+    target that takes none, run beside the largest count) the largest's."""
+    counts = results["config"].get("server_thread_counts") or []
+    place = {n: i for i, n in enumerate(counts)}
+    last = place.get(max(counts), len(counts)) if counts else 0
+    return lambda n: place.get(n, last) if n is not None else last
+
+
+def fmt_threads(n: int | None) -> str:
+    return "-" if n is None else str(n)
 
 
 def aligned(lines: list[list], left: set[int]) -> str:
@@ -60,7 +81,9 @@ def table(results: dict) -> str:
     out = io.StringIO()
     hosted = any("vs_bare" in r for r in results["summary"])
     several = len(clients_of(results)) > 1
-    head = ["target", *(["client"] if several else []), "req/s [min-max]", bx, *(["x bare"] if hosted else []), "p50", "p99",
+    sweep = bool(swept(results))
+    head = ["target", *(["client"] if several else []), *(["threads"] if sweep else []),
+            "req/s [min-max]", bx, *(["x bare"] if hosted else []), "p50", "p99",
             "srv us/req [min-max]", bx, *(["x bare", "proxy us/req"] if hosted else []), "cs/req", "RSS MiB",
             "cl us/req", "limited by", "valid"]
     groups: dict[tuple, list[dict]] = {}
@@ -76,6 +99,7 @@ def table(results: dict) -> str:
             lines.append([
                 shown_id(r["target"], targets.get(r["target"])) + (" (base)" if r["target"] == base else ""),
                 *([client_of(r)] if several else []),
+                *([fmt_threads(r.get("threads"))] if sweep else []),
                 _with_spread(r["rps"], fmt_rate),
                 "" if r["target"] == base else fmt_ratio(vs.get("rps")),
                 *([fmt_ratio(bare.get("rps")) if bare else ""] if hosted else []),
@@ -97,6 +121,39 @@ def table(results: dict) -> str:
     return out.getvalue()
 
 
+def thread_sweep(results: dict) -> str:
+    """With several --server-threads: per scenario and connection count,
+    each target at each count, with the ratio to its first count."""
+    rows = results.get("thread_sweep") or []
+    if not rows:
+        return ""
+    targets = {t["id"]: t for t in results["targets"]}
+    several = len(clients_of(results)) > 1
+    first = rows[0]["first"]
+    out = io.StringIO()
+    out.write(f"\nThread sweep: each target at each --server-threads count; x t{first}: the median over rounds of "
+              f"the run / the same round's run at {first} thread(s)\n")
+    groups: dict[tuple, list[dict]] = {}
+    for r in order_rows(results, rows):
+        groups.setdefault((r["scenario"], r["connections"]), []).append(r)
+    for (scenario, conns), rs in groups.items():
+        out.write(f"\n{scenario}: {conns} connections\n")
+        lines = [["target", *(["client"] if several else []), "threads", "req/s [min-max]", f"x t{first}",
+                  "srv us/req [min-max]", f"x t{first}", "OS threads", "limited by", "valid"]]
+        for r in rs:
+            for i, pt in enumerate(r["points"]):
+                vs = {} if pt["threads"] == first else pt["vs_first"]
+                lines.append(["" if i else shown_id(r["target"], targets.get(r["target"])),
+                              *([client_of(r) if not i else ""] if several else []), str(pt["threads"]),
+                              _with_spread(pt["rps"], fmt_rate), "" if not vs else fmt_ratio(vs.get("rps")),
+                              _with_spread(pt["server_cpu_us_per_req"], fmt_num),
+                              "" if not vs else fmt_ratio(vs.get("server_cpu_us_per_req")),
+                              _with_spread(pt["os_threads"], lambda x: f"{x:g}"),
+                              pt["limited_by"], f"{pt['valid_runs']}/{pt['runs']}"])
+        out.write(aligned(lines, {0, len(lines[0]) - 2} | ({1} if several else set())))
+    return out.getvalue()
+
+
 def agreement(results: dict) -> str:
     """With several clients: how each agrees with the first, and its CPU cost."""
     rows = results.get("agreement") or []
@@ -106,12 +163,15 @@ def agreement(results: dict) -> str:
     ref = rows[0]["reference"]
     out = io.StringIO()
     out.write(f"\nClients against {ref}, medians over rounds of the per-round ratio (client / {ref}):\n")
-    lines = [["scenario", "conns", "target", "client", "req/s", "p50", "client CPU/req", "rounds"]]
+    sweep = bool(swept(results))
+    lines = [["scenario", "conns", "target", *(["threads"] if sweep else []), "client", "req/s", "p50",
+              "client CPU/req", "rounds"]]
     for r in rows:
         lines.append([r["scenario"], str(r["connections"]), shown_id(r["target"], targets.get(r["target"])),
+                      *([fmt_threads(r.get("threads"))] if sweep else []),
                       r["client"], fmt_ratio(r["rps"]), fmt_ratio(r["latency_p50_us"]),
                       fmt_ratio(r["client_cpu_us_per_req"]), str(r["rounds"])])
-    out.write(aligned(lines, {0, 1, 2, 3}))
+    out.write(aligned(lines, {0, 1, 2, 3 + sweep}))
     return out.getvalue()
 
 
@@ -122,15 +182,18 @@ def fixed_load(results: dict) -> str:
         return ""
     targets = {t["id"]: t for t in results["targets"]}
     t_order = {t["id"]: i for i, t in enumerate(results["targets"])}
+    n_order = thread_order(results)
+    sweep = bool(swept(results))
     out = io.StringIO()
     groups: dict[tuple, list[dict]] = {}
-    for r in sorted(rows, key=lambda r: (r["scenario"], r["connections"], t_order.get(r["target"], 99),
-                                         (r["offered_rps"] or {}).get("median") or 0)):
+    for r in sorted(rows, key=lambda r: (r["scenario"], r["connections"], n_order(r.get("threads")),
+                                         t_order.get(r["target"], 99), (r["offered_rps"] or {}).get("median") or 0)):
         groups.setdefault((r["scenario"], r["connections"]), []).append(r)
     for (scenario, conns), rs in groups.items():
         out.write(f"\n{scenario}: {conns} connections at fixed rates (loadgen open loop; latency from the intended "
                   "send time, uncorrected in brackets)\n")
-        lines = [["target", "rate", "offered/s", "achieved/s", "x offered", "p50", "p99", "p99.9", "valid"]]
+        lines = [["target", *(["threads"] if sweep else []), "rate", "offered/s", "achieved/s", "x offered", "p50",
+                  "p99", "p99.9", "valid"]]
         for r in rs:
             lat, unc = r["latency_us"], r["latency_uncorrected_us"]
 
@@ -140,12 +203,13 @@ def fixed_load(results: dict) -> str:
                 if k not in lat:
                     return "-"
                 return fmt_ms(lat[k]["median"]) + (f" [{fmt_ms(unc[k]['median'])}]" if k in unc else "")
-            lines.append([shown_id(r["target"], targets.get(r["target"])), r["rate"],
+            lines.append([shown_id(r["target"], targets.get(r["target"])),
+                          *([fmt_threads(r.get("threads"))] if sweep else []), r["rate"],
                           fmt_rate(_med(r["offered_rps"])), _with_spread(r["rps"], fmt_rate),
                           fmt_ratio(_med(r["achieved"])), cell("50"), cell("99"), cell("99.9"),
                           f"{r['valid_runs']}/{r['runs']}" + (f", {r['saturated_runs']} saturated"
                                                               if r["saturated_runs"] else "")])
-        out.write(aligned(lines, {0, 8}))
+        out.write(aligned(lines, {0, len(lines[0]) - 1}))
     return out.getvalue()
 
 
@@ -162,6 +226,8 @@ def problems(results: dict) -> str:
     targets = {t["id"]: t for t in results["targets"]}
     for r in [*results["runs"], *results.get("fixed_runs", [])]:
         shown = f" {client_of(r)}" if len(clients_of(results)) > 1 else ""
+        if swept(results) and r.get("threads") is not None:
+            shown += f" t{r['threads']}"
         if r.get("offered_rps") is not None:
             shown += f" at {fmt_rate(r['offered_rps'])}/s"
         where = (f"{shown_id(r['target'], targets.get(r['target']))} {r['scenario']} c{r['connections']}{shown} "
@@ -185,7 +251,8 @@ def comparison(results: dict) -> str:
         if c["change"] is None:
             continue
         fmt = fmt_rate if c["metric"] == "rps" else fmt_num
-        out.write(f"  {'*' if c['significant'] else ' '} {shown_id(c['target'], targets.get(c['target'])):<22} {c['scenario']:<14} c{c['connections']:<6}"
+        conns = f"{c['connections']}" + (f" t{c['threads']}" if swept(results) and c.get("threads") is not None else "")
+        out.write(f"  {'*' if c['significant'] else ' '} {shown_id(c['target'], targets.get(c['target'])):<22} {c['scenario']:<14} c{conns:<6}"
                   f" {c['metric']:<22} {fmt(c['old']):>8} -> {fmt(c['new']):>8}  {c['change'] * 100:+6.1f}%\n")
     if not any(c["change"] is not None for c in cmp["rows"]):
         out.write("  no row in common\n")
@@ -200,7 +267,7 @@ def _cell(x):
 def csv_text(results: dict) -> str:
     kinds = {t["id"]: t for t in results["targets"]}
     cols = ["target", "name", "kind", "mode", "hosting", "under", "label", "scenario", "connections", "pipeline",
-            "client", "runs", "valid_runs"]
+            "client", "threads", "runs", "valid_runs"]
     for s in SPREADS:
         cols += [f"{s}_median", f"{s}_min", f"{s}_max"]
     cols += [f"latency_p{k}_us" if k not in ("max", "mean") else f"latency_{k}_us" for k in LATENCY_KEYS]
@@ -215,7 +282,8 @@ def csv_text(results: dict) -> str:
         line = {"target": r["target"], "name": t.get("name"), "kind": t.get("kind"), "mode": t.get("mode") or "",
                 "hosting": t.get("hosting") or "bare", "under": t.get("under") or "", "label": t.get("label") or "",
                 "scenario": r["scenario"], "connections": r["connections"], "pipeline": r["pipeline"],
-                "client": client_of(r), "runs": r["runs"], "valid_runs": r["valid_runs"],
+                "client": client_of(r), "threads": "" if r.get("threads") is None else r["threads"],
+                "runs": r["runs"], "valid_runs": r["valid_runs"],
                 "errors": " ".join(f"{k}={v}" for k, v in sorted(r["errors"].items())),
                 "limited_by": r["limited_by"], "baseline": results.get("baseline") or ""}
         for s in SPREADS:

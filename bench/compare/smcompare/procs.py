@@ -80,6 +80,7 @@ def parse_stat(data: str) -> dict:
         "session": int(rest[3]),
         "utime": int(rest[11]),   # all threads, live and exited
         "stime": int(rest[12]),
+        "threads": int(rest[17]),  # field 20, num_threads
         "comm": data[data.index("(") + 1:data.rindex(")")],
     }
 
@@ -151,7 +152,8 @@ def sample_pids(pids: list[int]) -> dict[int, dict]:
     for pid in pids:
         st = read_stat(pid)
         if st is not None and st["state"] != "Z":
-            out[pid] = {"utime": st["utime"], "stime": st["stime"], "ctx": ctx_switches(pid), "comm": st["comm"]}
+            out[pid] = {"utime": st["utime"], "stime": st["stime"], "ctx": ctx_switches(pid), "comm": st["comm"],
+                        "threads": st["threads"]}
     return out
 
 
@@ -217,7 +219,8 @@ class RemoteProc:
                     st = parse_stat(rest)
                     if st["state"] != "Z":
                         samples[int(rest.split(" ", 1)[0])] = {"utime": st["utime"], "stime": st["stime"], "ctx": 0,
-                                                               "comm": st["comm"], "hwm": None}
+                                                               "comm": st["comm"], "hwm": None,
+                                                               "threads": st["threads"]}
                 elif kind in ("ctx", "hwm"):
                     pid_s, _, val = rest.partition(" ")
                     if int(pid_s) in samples and val.strip():

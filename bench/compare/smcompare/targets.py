@@ -64,6 +64,12 @@ class Placement:
     remote: bool                 # server processes are not on this machine
     tmp: Path
     max_connections: int = 0     # the most any run opens (limits are raised to fit)
+    thread_counts: tuple[int, ...] = ()   # --server-threads as given (a sweep: several)
+
+    @property
+    def threads_text(self) -> str:
+        """The thread count(s) for a target's label: this run's, or the sweep's "1,2,4"."""
+        return ",".join(map(str, self.thread_counts)) if len(self.thread_counts) > 1 else str(self.server_threads)
 
     def pin(self, cmd: list[str]) -> list[str]:
         taskset = ["taskset", "-c", ",".join(map(str, self.server_cpus))] if self.server_cpus else []
@@ -123,6 +129,9 @@ class Target:
     port: int = 0
     under: str | None = None       # what it runs under when not natively ("Wine 8.0"): shown beside its id
     note: str | None = None        # what that means for its figures, one sentence (tables, report)
+    # Started with Placement.server_threads threads/workers: a thread sweep
+    # measures it at each count (a contender only with {threads} in its command).
+    takes_threads: bool = True
 
     # -- to be provided by kinds
     def argv(self, place: Placement) -> list[str]:
@@ -310,7 +319,7 @@ class NginxTarget(PeerTarget):
         return out.replace("nginx version: ", "")
 
     def describe(self, place: Placement) -> str:
-        return f"{self.version}, {place.server_threads} worker(s), return 200"
+        return f"{self.version}, {place.threads_text} worker(s), return 200"
 
     def placeholders(self, place: Placement, d: Path) -> dict[str, str]:
         addr = f"[{place.listen_address}]" if ":" in place.listen_address else place.listen_address
@@ -329,7 +338,7 @@ class H2oTarget(PeerTarget):
         return super().describe_version(out).replace(" version ", " ")
 
     def describe(self, place: Placement) -> str:
-        return f"{self.version}, {place.server_threads} thread(s), static files"
+        return f"{self.version}, {place.threads_text} thread(s), static files"
 
     def placeholders(self, place: Placement, d: Path) -> dict[str, str]:
         for name, path in (("plaintext.txt", "/plaintext"), ("message.json", "/json")):
@@ -342,19 +351,30 @@ class H2oTarget(PeerTarget):
 
 
 class ContenderTarget(PortTarget):
-    """--contender NAME='COMMAND with {port} and {host}'."""
+    """--contender NAME='COMMAND with {port}, {host} and {threads}'. One
+    without {threads} takes no thread count: a thread sweep runs it once per
+    round and scenario, beside the runs at the largest count."""
 
     def __init__(self, name: str, template: str) -> None:
-        super().__init__(id=name, name=name, kind="contender", mode=None, label=template, requested=True)
+        super().__init__(id=name, name=name, kind="contender", mode=None, label=template, requested=True,
+                         takes_threads="{threads}" in template)
         self.template = template
 
     def start(self, place: Placement) -> None:
         self.port = procs.free_port()
         argv = [a.replace("{port}", str(self.port)).replace("{host}", place.listen_address)
-                for a in shlex.split(self.template)]
+                .replace("{threads}", str(place.server_threads)) for a in shlex.split(self.template)]
         if not place.remote and shutil.which(argv[0]) is None:
             raise StartError(f"{argv[0]!r} not found", True)
         self._spawn_on_port(place, argv)
+
+
+def at_count(targets: list[Target], count: int, counts: tuple[int, ...]) -> list[tuple[Target, int | None]]:
+    """The runs at one count of --server-threads, (target, its recorded
+    thread count), in the targets' order: every target that takes a thread
+    count, at it; one that takes none (a contender without {threads}) only
+    at the largest count, so once, recorded as None."""
+    return [(t, count if t.takes_threads else None) for t in targets if t.takes_threads or count == max(counts)]
 
 
 def parse_contender(spec: str) -> tuple[str, str]:
