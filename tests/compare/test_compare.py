@@ -26,6 +26,7 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cmptest  # noqa: E402
 from cmptest import TINY, CompareTestCase, by_id, rows_of, runs_of  # noqa: E402
+from smcompare.util import parse_cpu_list  # noqa: E402
 
 FAILED_OR_SKIPPED = ("skipped", "failed")
 
@@ -544,6 +545,109 @@ class Interrupt(CompareTestCase):
         self.interrupt("sigterm")
 
 
+class ThreadSweep(CompareTestCase):
+    def test_sweep(self) -> None:
+        """--server-threads 1,2: every target that takes a thread count runs at each (the models and the floor
+        with --threads N, really that many threads, pinned to all of the server CPUs; a contender with
+        {threads} started with each), one without {threads} once per round; rows, ratios, the sweep in
+        results.json, the terminal, results.csv and report.html; --check names a thread count."""
+        swept_marker = self.s.tmp / "swept.{threads}.starts"
+        run = self.s.run(["--rounds", "2", "--duration", "0.3", "--warmup", "0.1", "--pause", "0",
+                          "--targets", "epoll,floor", "--modes", "composed", "--scenarios", "plaintext",
+                          "--connections", "4", "--server-threads", "1,2", "--baseline", "floor",
+                          "--contender", f"fixed={self.s.hello()}",
+                          "--contender", f"swept={self.s.hello(marker=swept_marker)}"])
+        self.assertExit(run, 0)
+        results = self.results(run)
+        self.assertValid(results, run)
+        cfg = results["config"]
+        self.assertEqual((cfg["server_thread_counts"], cfg["server_threads"]), ([1, 2], 1), cfg)
+        takes = {t["id"]: t["takes_threads"] for t in results["targets"]}
+        self.assertEqual(takes, {"epoll/composed": True, "floor": True, "fixed": False, "swept": True})
+        server_cpus = cfg["server_cpus"]
+        self.assertTrue(server_cpus, "the server is pinned by default")
+        if "," not in server_cpus and "-" not in server_cpus:   # one server CPU (a 2-CPU machine): 2 threads on it
+            self.assertEqual(run.stderr.count("more threads than CPUs"), 1, run.describe(3000))
+
+        # Each swept target ran at both counts in both rounds, fresh, with that many threads, pinned to
+        # the whole server CPU set; the one without {threads} once per round, recorded without a count.
+        for tid in ("epoll/composed", "floor", "swept", "fixed"):
+            self.assertMeasured(results, tid, run)
+            got = sorted((r["round"], -1 if r["threads"] is None else r["threads"]) for r in runs_of(results, tid))
+            want = [(1, -1), (2, -1)] if tid == "fixed" else [(1, 1), (1, 2), (2, 1), (2, 2)]
+            self.assertEqual(got, want, f"{tid}: (round, threads) of its runs")
+        for tid in ("epoll/composed", "floor"):
+            seen = {}
+            for r in runs_of(results, tid):
+                server = r["commands"]["server"]
+                self.assertTrue(has_option(server, ("--threads", "-t"), str(r["threads"])), f"{tid}: {server}")
+                self.assertEqual(server[server.index("taskset") + 2], ",".join(map(str, parse_cpu_list(server_cpus))),
+                                 f"{tid} at {r['threads']} threads: not pinned to all server CPUs: {server}")
+                os_threads = r["server"]["os_threads"]
+                self.assertIsInstance(os_threads, int, f"{tid}: {r['server']}")
+                self.assertGreaterEqual(os_threads, r["threads"], f"{tid} at {r['threads']} threads: {r['server']}")
+                seen.setdefault(r["round"], {})[r["threads"]] = os_threads
+            for rnd, by in seen.items():
+                self.assertGreater(by[2], by[1], f"{tid} round {rnd}: the server's threads at 1 and 2: {by}")
+        starts = {n: (self.s.tmp / f"swept.{n}.starts") for n in (1, 2)}
+        for n, path in starts.items():
+            lines = path.read_text().splitlines() if path.exists() else []
+            self.assertGreaterEqual(len(lines), 2, f"the contender with {{threads}} was not started with {n}: {lines}")
+
+        # Rows per thread count; ratios against the baseline at the same count (the one without a
+        # count: against the baseline at the largest).
+        rows = {(r["target"], r["threads"]): r for r in results["summary"]}
+        self.assertEqual(sorted(rows, key=str), sorted([(t, n) for t in ("epoll/composed", "floor", "swept")
+                                                        for n in (1, 2)] + [("fixed", None)], key=str))
+        runs = {(r["target"], r["threads"], r["round"]): r for r in results["runs"]}
+        for (tid, n), row in rows.items():
+            ratios = sorted(runs[(tid, n, rnd)]["rps"] / runs[("floor", n or 2, rnd)]["rps"] for rnd in (1, 2))
+            self.assertAlmostEqual(row["vs_baseline"]["rps"], sum(ratios) / 2, places=9, msg=f"{tid} t{n}")
+
+        # The sweep: each swept target, a point per count, ratios to its own run at 1 thread.
+        sweep = {s["target"]: s for s in results["thread_sweep"]}
+        self.assertEqual(sorted(sweep), ["epoll/composed", "floor", "swept"])
+        for tid, sw in sweep.items():
+            self.assertEqual((sw["first"], [p["threads"] for p in sw["points"]]), (1, [1, 2]), sw)
+            one, two = sw["points"]
+            self.assertAlmostEqual(one["vs_first"]["rps"], 1.0, places=9)
+            want = sorted(runs[(tid, 2, rnd)]["rps"] / runs[(tid, 1, rnd)]["rps"] for rnd in (1, 2))
+            self.assertAlmostEqual(two["vs_first"]["rps"], sum(want) / 2, places=9, msg=tid)
+            self.assertEqual(two["rps"]["median"], rows[(tid, 2)]["rps"]["median"])
+            self.assertEqual(two["valid_runs"], 2)
+
+        # The terminal: a threads column and the sweep table.
+        self.assertRegex(run.stdout, r"\n  target +threads +req/s", run.describe(3000))
+        self.assertIn("Thread sweep", run.stdout)
+        self.assertRegex(run.stdout, r"\n  epoll/composed +1 +\S+.*\n +2 +\S+ .*\d\.\d\dx", run.describe(3000))
+        # results.csv: a threads column, one line per row.
+        header, lines = cmptest.read_csv(run.out / "results.csv")
+        self.assertIn("threads", header)
+        got = sorted((line["target"], line["threads"]) for line in lines)
+        self.assertEqual(got, sorted((t, "" if n is None else str(n)) for t, n in rows))
+        # report.html: the sweep section, two charts (req/s and CPU/req against threads) with a line per target.
+        report = (run.out / "report.html").read_text()
+        section = report[report.index('<section id="thread-sweep">'):]
+        section = section[:section.index("</section>")]
+        self.assertEqual(section.count("<svg"), 2, "one scenario and connection count: two charts")
+        self.assertEqual(section.count("<polyline"), 6, "a line per swept target in each chart")
+        for tid in sweep:
+            self.assertIn(html.escape(tid), section)
+        self.assertIn("2 threads", report, "the charts and tables per thread count")
+
+        # --check names a thread count (rows, and the sweep's ratio to the first count); --from re-checks.
+        checks = self.s.tmp / "checks.txt"
+        checks.write_text("epoll plaintext:t2 rps <= 1000\n"
+                          "epoll plaintext:4:t2 sweep.rps >= 0.001\n"
+                          "epoll plaintext:t3 rps >= 0\n")
+        again = self.s.run(["--from", str(run.out / "results.json"), "--check", str(checks)], out=None)
+        self.assertExit(again, 1)
+        self.assertRegex(again.stdout, r"PASS  epoll plaintext:t2 rps <= 1000 +epoll/composed plaintext c4 t2")
+        self.assertRegex(again.stdout, r"PASS  epoll plaintext:4:t2 sweep.rps >= 0.001 +epoll/composed plaintext c4 t2")
+        self.assertRegex(again.stdout, r"FAIL  epoll plaintext:t3 rps >= 0 .*no measured row")
+        self.assertNoLeftovers(results, run)
+
+
 class FixedLoad(CompareTestCase):
     def test_rates(self) -> None:
         """--rates 0.1,0.25,50M against server-epoll: below saturation each run achieves its offered rate
@@ -689,6 +793,10 @@ class BadUsage(CompareTestCase):
             "unknown scenario": (["--scenarios", "xml"], ["--scenarios"]),
             "zero timeout": (["--timeout", "0"], ["--timeout"]),
             "unknown pairing": (["--pairing", "random"], ["--pairing"]),
+            "zero server threads": (["--server-threads", "0"], ["--server-threads '0'"]),
+            "empty thread count": (["--server-threads", "1,,2"], ["--server-threads '1,,2'"]),
+            "thread count not a number": (["--server-threads", "x"], ["--server-threads 'x'"]),
+            "thread count twice": (["--server-threads", "2,2"], ["--server-threads '2,2'"]),
             "check file missing": (["--check", str(self.s.tmp / "none.txt")], ["none.txt", "cannot read"]),
             "check line malformed": (["--check", self.check_file("epoll plaintext rps <= 1\nepoll plaintext\n")],
                                      [":2:", "TARGET SCENARIO METRIC OP VALUE"]),
