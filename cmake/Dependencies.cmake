@@ -87,6 +87,23 @@ else()
   message(STATUS "liburing: not found, loadgen has no --engine uring (Debian: liburing-dev)")
 endif()
 
+# --- libpq: the database workloads (/db, /queries, /fortunes from PostgreSQL) ---
+# common/db (sm_db) is built only with it: pipeline mode needs libpq 14 or
+# later (Debian 12: libpq-dev 15). Not on Windows (server-iocp has no database
+# workloads). SM_HAVE_LIBPQ says whether it was found.
+set(SM_HAVE_LIBPQ OFF)
+if(PKG_CONFIG_FOUND AND NOT WIN32)
+  pkg_check_modules(LIBPQ QUIET IMPORTED_TARGET libpq>=14)
+  if(LIBPQ_FOUND)
+    set(SM_HAVE_LIBPQ ON)
+  endif()
+endif()
+if(SM_HAVE_LIBPQ)
+  message(STATUS "libpq: ${LIBPQ_VERSION} (common/db: the database workloads)")
+elseif(NOT WIN32)
+  message(STATUS "libpq: not found, no database workloads (Debian: libpq-dev)")
+endif()
+
 # --- header/compiled libraries from Debian -----------------------------------
 if(WIN32 AND CMAKE_CROSSCOMPILING)
   # A cross build for Windows (cmake/toolchains/mingw-w64.cmake): the
