@@ -55,8 +55,12 @@ class SyncClient {
     // client's end. Failures:
     //   "database unavailable: <why>"  no connection, and none could be made now
     //   "database error: <libpq's message, on one line>"
-    //                                  a query failed, or the connection was
-    //                                  lost during it (the next run() reconnects)
+    //                                  a query failed (the connection stays),
+    //                                  or the connection was lost during the
+    //                                  job and could not be made again at once
+    // A connection found lost during a job (the server restarted since the
+    // last one, typically) is made again right away, within the once-a-second
+    // rule, and the job run once more on it: the queries only read.
     http::JobResult run(const http::Job& job) noexcept;
 
   private:
