@@ -82,6 +82,25 @@ ParsedOptions parse_server_options(std::string_view program_name, std::string_vi
                 "POW2");
     }
 
+    auto* workloads = "Workloads";
+    std::string fortunes;
+    app.add_option("--db", o.db,
+                   "PostgreSQL for /db, /queries and /fortunes: a libpq connection string, e.g. "
+                   "postgresql://user:pass@127.0.0.1:5432/hello_world (scripts/pg.sh starts one); "
+                   "without it /db and /queries answer 503")
+        ->group(workloads);
+    app.add_option("--db-connections", o.db_connections,
+                   "Database connections per thread (event-loop models multiplex them; the "
+                   "blocking models use one per thread)")
+        ->check(CLI::Range(1u, 64u))
+        ->capture_default_str()
+        ->group(workloads);
+    app.add_option("--fortunes", fortunes,
+                   "Where /fortunes takes its rows: memory (a CPU-bound handler) or db "
+                   "(default: db when --db is given, else memory)")
+        ->check(CLI::IsMember({"memory", "db"}))
+        ->group(workloads);
+
     auto* limits = "Limits";
     app.add_option("--max-connections", o.max_connections,
                    "Connections open at once (all threads); beyond it new ones wait in the "
@@ -149,6 +168,14 @@ ParsedOptions parse_server_options(std::string_view program_name, std::string_vi
     }
     for (std::size_t i = 0; i < extra.size(); ++i)
         o.model_values.emplace_back(extra[i].name, extra_values[i]);
+    if (fortunes == "db" && o.db.empty()) {
+        fmt::print(stderr, "{}: --fortunes db needs --db (a PostgreSQL connection string)\n",
+                   program);
+        return {std::nullopt, 2};
+    }
+    o.fortunes = fortunes == "memory" || (fortunes.empty() && o.db.empty())
+                     ? http::FortuneSource::memory
+                     : http::FortuneSource::database;
     o.mode = *http::parse_response_mode(mode);
     o.shutdown_timeout = to_ms(shutdown_s);
     o.linger_timeout = to_ms(linger_s);

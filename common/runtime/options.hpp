@@ -40,6 +40,18 @@ struct ServerOptions {
     // Connections open at once, over all threads; beyond it new connections
     // wait in the listen backlog until one closes.
     std::size_t max_connections = 10000;
+    // --db: the libpq connection string of the workloads' PostgreSQL; empty:
+    // /db and /queries answer 503 saying so.
+    std::string db;
+    // --db-connections: database connections per thread, where the model
+    // can use more than one (its event loop multiplexes them).
+    unsigned db_connections = 1;
+    // --fortunes: where /fortunes takes its rows from (database by default
+    // when --db is given).
+    http::FortuneSource fortunes = http::FortuneSource::memory;
+    [[nodiscard]] http::Workloads workloads() const noexcept {
+        return {!db.empty(), fortunes};
+    }
     // The values of the model's own options (Model::options), by name.
     std::vector<std::pair<std::string, unsigned long>> model_values;
 

@@ -54,6 +54,11 @@ int serve(const Model& model, int argc, const char* const* argv) {
         parse_server_options(program, description_of(model), model.options, argc, argv);
     if (!parsed.options) return parsed.exit_code;
     const ServerOptions& opts = *parsed.options;
+    if (!opts.db.empty() && !model.database) {
+        log("--db: this build of the model has no database client (libpq); /fortunes is served "
+            "from memory without --db");
+        return 2;
+    }
     if (model.probe) {
         if (const auto why = model.probe(opts)) {
             log(*why);

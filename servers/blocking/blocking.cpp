@@ -9,10 +9,12 @@
 #include <chrono>
 #include <cstring>
 #include <ctime>
+#include <optional>
 #include <system_error>
 
 #include <fmt/core.h>
 
+#include "db/serve.hpp"
 #include "http/byte_buffer.hpp"
 #include "http/response.hpp"
 #include "http/session.hpp"
@@ -64,14 +66,18 @@ void set_timeouts(int fd, std::chrono::milliseconds rcv, std::chrono::millisecon
 
 struct Server::Worker {
     explicit Worker(const runtime::ServerOptions& o)
-        : cache(o.mode, std::time(nullptr)),
+        : cache(o.mode, std::time(nullptr), o.workloads()),
           session(cache, o.limits),
           // Zeroed, so resident from the start rather than page by page as
           // large reads first reach each page.
           read_buf(std::make_unique<char[]>(kReadSize)),
-          out(kOutSize) {}
+          out(kOutSize) {
+        if (!o.db.empty()) db.emplace(o.db);
+    }
     http::ResponseCache cache;
     http::Session session;
+    // --db: this thread's own database connection, called synchronously.
+    std::optional<db::SyncClient> db;
     std::unique_ptr<char[]> read_buf;
     http::ByteBuffer out;
     std::mutex fd_mutex;  // the acceptor's shutdown() never hits a closed (reused) fd
@@ -220,6 +226,8 @@ void Server::stop_connections(int how, bool only_idle) {
     for (auto& w : workers_) {
         const std::lock_guard fd_lock(w->fd_mutex);
         if (w->fd >= 0 && (!only_idle || w->idle_in_read.load())) ::shutdown(w->fd, how);
+        // Out of time: a query still running is cancelled (its 503 goes nowhere).
+        // if (!only_idle && w->db) w->db->cancel();  TODO
     }
 }
 
@@ -305,6 +313,7 @@ void Server::serve(Worker& w, int fd) {
         w.cache.refresh(std::time(nullptr));
         if (stopping_.load(std::memory_order_relaxed)) w.session.request_close();
         const auto r = w.session.feed({w.read_buf.get(), static_cast<std::size_t>(n)}, w.out);
+        if (w.db) db::serve_jobs(w.session, *w.db, w.out);  // blocks this thread for the queries
         deadlines.fed(w.session, Clock::now());
         if (runtime::send_from(fd, w.out) != runtime::IoResult::done) return;
         if (r == http::Session::Result::close)
@@ -318,6 +327,7 @@ int main(int argc, char** argv) {
     using namespace sm;
     return runtime::serve({.name = "blocking",
                            .worker = &runtime::run<blocking::Server>,
-                           .listeners = runtime::ListenerLayout::one},
+                           .listeners = runtime::ListenerLayout::one,
+                           .database = true},
                           argc, argv);
 }

@@ -31,12 +31,16 @@ using runtime::throw_errno;
 Reactor::Reactor(const runtime::WorkerContext& ctx)
     : stop_(ctx.stop),
       ep_(runtime::new_epoll(ctx.stop, &stop_tag)),
-      cache_(ctx.options.mode, std::time(nullptr)),
+      cache_(ctx.options.mode, std::time(nullptr), ctx.options.workloads()),
       conns_(ctx, cache_),
       listener_(ep_.get(), ctx.listener, conns_.gate, &listen_tag),
       read_buf_(std::make_unique_for_overwrite<char[]>(runtime::kReadSize)),
       out_(runtime::kBatchOutput + runtime::kReadSize),
-      now_(Clock::now()) {}
+      now_(Clock::now()) {
+    db_fds_.fill(-1);
+    if (!ctx.options.db.empty())
+        db_.emplace(ctx.options.db, ctx.options.db_connections, static_cast<db::Loop&>(*this));
+}
 
 void Reactor::run() {
     epoll_event events[runtime::kMaxEvents];
@@ -52,9 +56,14 @@ void Reactor::run() {
         for (int i = 0; i < n; ++i)
             dispatch(events[i]);
         run_ready();
+        if (db_) {
+            db_->expire(now_);
+            db_->flush();  // the jobs of this batch go out together
+        }
         conns_.expire(
             now_, [this](Connection& c) { close_now(c); },
-            [this](Connection& c) { expire_head(c); });
+            [this](Connection& c) { expire_head(c); },
+            [](const Connection& c) { return c.session.waiting(); });
         listener_.reopen_if_due(now_);
         // Closed in this batch: events for them may still be in `events`
         // (stale, ignored by dispatch) until here.
@@ -70,6 +79,11 @@ void Reactor::dispatch(const epoll_event& ev) {
     if (ev.data.ptr == &listen_tag)
         return listener_.accept(now_, [this](int fd) { return adopt(fd); });
     if (ev.data.ptr == &stop_tag) return begin_shutdown();
+    if (ev.data.ptr >= db_tags_.data() && ev.data.ptr < db_tags_.data() + db_tags_.size()) {
+        const auto slot = static_cast<std::size_t>(static_cast<const char*>(ev.data.ptr) - db_tags_.data());
+        return db_->on_ready(db_fds_[slot], (ev.events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0,
+                             (ev.events & EPOLLOUT) != 0);
+    }
     Connection& c = *static_cast<Connection*>(ev.data.ptr);
     // Closed earlier in this batch (by a timer or shutdown): its object is
     // recycled only after the batch, so this stale event is harmless.
@@ -78,9 +92,10 @@ void Reactor::dispatch(const epoll_event& ev) {
     if (ev.events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) c.input_ready = true;
     if (ev.events & (EPOLLRDHUP | EPOLLHUP)) c.peer_fin_seen = true;
     if ((ev.events & EPOLLOUT) && !c.pending.empty() && !write_pending(c)) return;
-    // While responses wait for the socket, reading pauses: a client that
-    // pipelines without reading is held back by TCP flow control, not by our memory.
-    if (c.input_ready && c.pending.empty()) service(c);
+    // While responses wait for the socket or the database, reading pauses: a
+    // client that pipelines without reading is held back by TCP flow control,
+    // not by our memory.
+    if (c.input_ready && c.pending.empty() && !c.session.waiting()) service(c);
 }
 
 bool Reactor::adopt(int fd) {
@@ -110,6 +125,12 @@ void Reactor::service(Connection& c) {
                 if (r == http::Session::Result::close) {
                     c.want_close = true;  // what follows is not answered
                     drained = true;
+                    submit_jobs(c);
+                    break;
+                }
+                if (c.session.waiting()) {
+                    // The rest waits for the database (deliver() resumes it).
+                    submit_jobs(c);
                     break;
                 }
                 // A short read emptied the socket; with edge triggering, data
@@ -140,7 +161,7 @@ void Reactor::service(Connection& c) {
 
         // Write phase: one send() for the whole batch; EPOLLOUT continues it.
         if (!out_.empty() && !send_out(c)) return;
-        if (!c.pending.empty()) return;
+        if (!c.pending.empty() || c.session.waiting()) return;
         if (c.want_close || c.peer_closed) return finish(c);
         if (drained) return;
         if (budget <= 0) {
@@ -167,6 +188,7 @@ bool Reactor::write_pending(Connection& c) {
     if (r != runtime::IoResult::done) return r == runtime::IoResult::would_block;
     // Drained: a backlog of that size was exceptional, give the memory back.
     c.pending.release();
+    if (c.session.waiting()) return true;
     if (c.want_close || c.peer_closed || conns_.done_with(c)) {
         finish(c);
         return false;
@@ -234,9 +256,58 @@ void Reactor::begin_shutdown() {
         [this](Connection& c) { close_now(c); });
 }
 
+void Reactor::submit_jobs(Connection& c) {
+    http::Job job;
+    while (c.session.next_job(job))
+        db_->submit(&c, job);
+}
+
+void Reactor::deliver(void* owner, const http::Job& job, const http::JobResult& result) noexcept {
+    Connection& c = *static_cast<Connection*>(owner);
+    if (!c.open || c.lingering) return;  // closed while the query was out
+    c.session.complete(job, result, out_);
+    if (!out_.empty()) {
+        // Behind what the socket has not taken yet, or sent now.
+        if (!c.pending.empty()) {
+            c.pending.append(out_.view());
+            out_.clear();
+        } else if (!send_out(c)) {
+            return;
+        }
+    }
+    if (c.session.waiting() || !c.pending.empty()) return;
+    // Nothing waits any more: the connection goes on where it paused.
+    if (c.want_close || c.peer_closed || conns_.done_with(c)) return finish(c);
+    if (c.input_ready && !c.ready_hook.linked()) ready_.push_back(c);
+}
+
+void Reactor::watch(int fd, bool read, bool write) noexcept {
+    // A slot per database connection (--db-connections <= 64): its tag in
+    // the epoll set says which fd is ready.
+    auto slot = static_cast<std::size_t>(std::find(db_fds_.begin(), db_fds_.end(), fd) - db_fds_.begin());
+    const bool added = slot == db_fds_.size();
+    if (added) {
+        slot = static_cast<std::size_t>(std::find(db_fds_.begin(), db_fds_.end(), -1) - db_fds_.begin());
+        db_fds_[slot] = fd;
+    }
+    auto ev = event_for(&db_tags_[slot], (read ? EPOLLIN : 0U) | (write ? EPOLLOUT : 0U));
+    // Cannot fail for a valid socket in a set of our own but for lack of
+    // memory; the connection then just hears nothing and is timed out.
+    ::epoll_ctl(ep_.get(), added ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, fd, &ev);
+}
+
+void Reactor::unwatch(int fd) noexcept {
+    for (int& f : db_fds_)
+        if (f == fd) {
+            ::epoll_ctl(ep_.get(), EPOLL_CTL_DEL, fd, nullptr);
+            f = -1;
+        }
+}
+
 int Reactor::next_timeout_ms() {
     if (!ready_.empty()) return 0;
-    const Clock::time_point next = conns_.next_deadline();
+    Clock::time_point next = conns_.next_deadline();
+    if (db_) next = std::min(next, db_->next_deadline());
     if (next == Clock::time_point::max()) return -1;
     const auto wait = std::chrono::ceil<std::chrono::milliseconds>(next - Clock::now());
     return wait.count() <= 0 ? 0 : static_cast<int>(std::min<long long>(wait.count(), 60'000));
@@ -246,5 +317,6 @@ int Reactor::next_timeout_ms() {
 
 int main(int argc, char** argv) {
     using namespace sm;
-    return runtime::serve({.name = "epoll", .worker = &runtime::run<epoll::Reactor>}, argc, argv);
+    return runtime::serve(
+        {.name = "epoll", .worker = &runtime::run<epoll::Reactor>, .database = true}, argc, argv);
 }

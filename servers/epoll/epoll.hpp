@@ -10,9 +10,12 @@
 
 #include <sys/epoll.h>
 
+#include <array>
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include "db/async_client.hpp"
 #include "http/byte_buffer.hpp"
 #include "http/response.hpp"
 #include "http/session.hpp"
@@ -37,12 +40,19 @@ struct Connection : runtime::ConnectionRecord {
     runtime::ListHook ready_hook;  // in Reactor::ready_: has input left after its budget
 };
 
-class Reactor {
+class Reactor final : db::Loop {
   public:
     explicit Reactor(const runtime::WorkerContext& ctx);
     void run();
 
   private:
+    // db::Loop: the database's sockets in this reactor's epoll
+    // set (level-triggered, tagged by slot), and the rows it brings back.
+    void watch(int fd, bool read, bool write) noexcept override;
+    void unwatch(int fd) noexcept override;
+    void deliver(void* owner, const http::Job& job, const http::JobResult& result) noexcept override;
+    void submit_jobs(Connection& c);
+
     using ReadyList = runtime::IntrusiveList<Connection, &Connection::ready_hook>;
 
     void dispatch(const epoll_event& ev);
@@ -70,6 +80,11 @@ class Reactor {
     std::vector<Connection*> closed_;  // closed in this batch, recycled after it
     ReadyList ready_;
     Clock::time_point now_{};  // read once per loop iteration
+    // --db: this thread's database connections; their sockets' epoll tags.
+    std::optional<db::AsyncClient> db_;
+    // (--db-connections is at most 64.)
+    std::array<int, 64> db_fds_{};
+    std::array<char, 64> db_tags_{};
 };
 
 }  // namespace sm::epoll

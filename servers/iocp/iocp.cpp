@@ -57,7 +57,7 @@ Worker::Worker(const runtime::WorkerContext& ctx, std::span<const HANDLE> ports)
       accepting_(ctx.index == 0),
       ports_(ports),
       port_(ports[ctx.index]),
-      cache_(ctx.options.mode, std::time(nullptr)),
+      cache_(ctx.options.mode, std::time(nullptr), ctx.options.workloads()),
       conns_(ctx, cache_),
       now_(Clock::now()) {
     if (!accepting_) return;

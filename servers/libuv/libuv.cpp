@@ -49,7 +49,7 @@ Worker::Worker(const runtime::WorkerContext& ctx)
     : opts_(ctx.options),
       listen_socket_(ctx.listener),
       stop_(ctx.stop),
-      cache_(ctx.options.mode, std::time(nullptr)),
+      cache_(ctx.options.mode, std::time(nullptr), ctx.options.workloads()),
       conns_(ctx, cache_),
       read_buf_(std::make_unique_for_overwrite<char[]>(kReadSize)),
       out_(kOutputSize) {

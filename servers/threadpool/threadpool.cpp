@@ -7,10 +7,12 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <optional>
 #include <system_error>
 
 #include <fmt/core.h>
 
+#include "db/serve.hpp"
 #include "runtime/posix/epoll_util.hpp"
 #include "runtime/posix/socket_io.hpp"
 #include "runtime/tsan.hpp"
@@ -62,10 +64,14 @@ __attribute__((noinline)) int epoll_rearm(int ep, int fd, epoll_event* ev) noexc
 
 struct Pool::Worker {
     explicit Worker(const runtime::ServerOptions& o)
-        : cache(o.mode, std::time(nullptr)),
+        : cache(o.mode, std::time(nullptr), o.workloads()),
           read_buf(std::make_unique_for_overwrite<char[]>(runtime::kReadSize)),
-          out(runtime::kBatchOutput + runtime::kReadSize) {}
+          out(runtime::kBatchOutput + runtime::kReadSize) {
+        if (!o.db.empty()) db.emplace(o.db);
+    }
     http::ResponseCache cache;  // per worker: a connection is rendered with its current owner's
+    // --db: this worker's own database connection, called synchronously.
+    std::optional<db::SyncClient> db;
     std::unique_ptr<char[]> read_buf;
     http::ByteBuffer out;
 };
@@ -248,6 +254,7 @@ void Pool::service(Worker& w, Connection& c, std::uint32_t events) {
         if (n > 0) {
             --budget;
             const auto r = c.session.feed({w.read_buf.get(), static_cast<std::size_t>(n)}, w.out);
+            if (w.db) db::serve_jobs(c.session, *w.db, w.out);  // blocks this worker for the queries
             c.deadlines.track_head(c.session, now, opts_);
             if (r == http::Session::Result::close) {
                 c.want_close = true;
@@ -336,6 +343,7 @@ int main(int argc, char** argv) {
     return runtime::serve({.name = "threadpool",
                            .worker = &runtime::run<threadpool::Pool>,
                            .listeners = runtime::ListenerLayout::one,
-                           .options = kOptions},
+                           .options = kOptions,
+                           .database = true},
                           argc, argv);
 }

@@ -84,7 +84,7 @@ void trim(http::ByteBuffer& b, std::size_t keep) noexcept {
 Worker::Worker(const runtime::WorkerContext& ctx)
     : listener_(ctx.listener),
       stop_(ctx.stop),
-      cache_(ctx.options.mode, std::time(nullptr)),
+      cache_(ctx.options.mode, std::time(nullptr), ctx.options.workloads()),
       conns_(ctx, cache_),
       buffers_(static_cast<unsigned>(ctx.options.model_option(kUringBuffers.name)), kBufferSize),
       now_(Clock::now()) {

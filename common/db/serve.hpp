@@ -1,0 +1,18 @@
+// A blocking model's whole use of the database: after each feed, the jobs
+// the session queued are run on this thread, one after the other, and their
+// responses released in order (so nothing is waiting() when it returns).
+#pragma once
+
+#include "db/sync_client.hpp"
+#include "http/byte_buffer.hpp"
+#include "http/session.hpp"
+
+namespace sm::db {
+
+inline void serve_jobs(http::Session& session, SyncClient& client, http::ByteBuffer& out) noexcept {
+    http::Job job;
+    while (session.next_job(job))
+        session.complete(job, client.run(job), out);  // run()'s views live until the next run()
+}
+
+}  // namespace sm::db
