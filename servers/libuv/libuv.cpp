@@ -58,6 +58,7 @@ Worker::Worker(const runtime::WorkerContext& ctx)
 }
 
 Worker::~Worker() {
+    db_.reset();  // unwatches (closes) its poll handles first
     // The handles live in this object and its connections: close them while
     // it still exists (after run() they are closed already, unless it threw).
     uv_walk(
@@ -79,6 +80,15 @@ void Worker::run() {
         r != 0)
         throw_uv(r, "uv_poll_start(stop)");
     if (const int r = open_listener(); r != 0) throw_uv(r, "listen");
+    if (!opts_.db.empty()) {
+        // Each iteration's jobs leave together, just before libuv polls.
+        // Neither it nor the database's polls keep the loop alive: the
+        // connections and the timer do, and at their end the loop ends.
+        uv_prepare_init(&loop_, &db_flush_);
+        uv_prepare_start(&db_flush_, call<&Worker::before_poll>);
+        uv_unref(handle(db_flush_));
+        db_.emplace(opts_.db, opts_.db_connections, static_cast<db::Loop&>(*this));
+    }
     uv_run(&loop_, UV_RUN_DEFAULT);
     if (error_) std::rethrow_exception(error_);
 }
@@ -99,6 +109,8 @@ void Worker::on_close(uv_handle_t* h) noexcept {
     Connection& c = conn(h);
     c.pending.clear();
     c.pending.release();
+    c.later.clear();
+    c.later.release();
     c.reading = c.writing = c.want_close = false;
     of(h).conns_.recycle(c);
 }
@@ -202,8 +214,82 @@ void Worker::read(uv_stream_t* s, ssize_t nread, const uv_buf_t* buf) {
     // A new head's deadline may come before the one the timer is armed for.
     if (conns_.deadlines.track_head(c, t) || !timer_armed_) schedule();
     if (r == http::Session::Result::close) c.want_close = true;  // what follows is not answered
+    if (c.session.waiting()) {
+        // The rest waits for the database: reading pauses (deliver() resumes it).
+        submit_jobs(c);
+        if (c.reading) uv_read_stop(stream(c.tcp));
+        c.reading = false;
+    }
     if (!out_.empty() && !send_batch(c)) return;
-    if (c.want_close) finish(c);
+    if (c.want_close && !c.session.waiting()) finish(c);
+}
+
+// --- The database ---------------------------------------------------------------
+
+void Worker::submit_jobs(Connection& c) {
+    http::Job job;
+    while (c.session.next_job(job))
+        db_->submit(&c, job);
+}
+
+void Worker::deliver(void* owner, const http::Job& job, const http::JobResult& result) noexcept {
+    Connection& c = *static_cast<Connection*>(owner);
+    if (!c.open || c.lingering) return;  // closed while the query was out
+    if (c.writing) {
+        // write_req owns c.pending until written(): these go after it.
+        c.session.complete(job, result, c.later);
+        return;
+    }
+    c.session.complete(job, result, out_);
+    if (!out_.empty() && !send_batch(c)) return;
+    if (c.session.waiting()) return;
+    // Nothing waits any more: the connection goes on where it paused.
+    if (c.want_close || conns_.done_with(c)) return finish(c);
+    if (!start_reading(c)) close_now(c);
+}
+
+void Worker::watch(int fd, bool read, bool write) noexcept {
+    DbPoll* slot = nullptr;
+    for (DbPoll& p : db_polls_)
+        if (p.in_use && p.fd == fd && !uv_is_closing(handle(p.poll))) slot = &p;
+    if (slot == nullptr) {
+        for (DbPoll& p : db_polls_)
+            if (!p.in_use) {
+                slot = &p;
+                break;
+            }
+        // (--db-connections is at most 64.)
+        if (slot == nullptr || uv_poll_init(&loop_, &slot->poll, fd) != 0) return;
+        slot->poll.data = slot;
+        slot->fd = fd;
+        slot->in_use = true;
+        uv_unref(handle(slot->poll));
+    }
+    const int events = (read ? UV_READABLE : 0) | (write ? UV_WRITABLE : 0);
+    uv_poll_start(&slot->poll, events, call<&Worker::db_ready>);
+}
+
+void Worker::unwatch(int fd) noexcept {
+    for (DbPoll& p : db_polls_) {
+        if (!p.in_use || p.fd != fd || uv_is_closing(handle(p.poll))) continue;
+        uv_close(handle(p.poll), [](uv_handle_t* h) {
+            auto* slot = static_cast<DbPoll*>(h->data);
+            slot->in_use = false;
+            slot->fd = -1;
+        });
+    }
+}
+
+void Worker::db_ready(uv_poll_t* p, int status, int events) {
+    // An error on the socket is reported as readable: libpq then finds it.
+    db_->on_ready(static_cast<DbPoll*>(p->data)->fd, status < 0 || (events & UV_READABLE) != 0,
+                  status < 0 || (events & UV_WRITABLE) != 0);
+}
+
+void Worker::before_poll(uv_prepare_t*) {
+    db_->expire(now());
+    db_->flush();
+    schedule();  // a reconnection the database client waits for
 }
 
 bool Worker::send_batch(Connection& c) {
@@ -251,6 +337,13 @@ void Worker::written(uv_write_t* req, int status) {
     c.pending.clear();
     c.pending.release();
     conns_.deadlines.touch(c, now());
+    if (!c.later.empty()) {
+        // What the database completed during the write goes out next.
+        std::swap(out_, c.later);
+        c.later.release();
+        if (!send_batch(c)) return;
+    }
+    if (c.session.waiting()) return;
     if (c.want_close || conns_.done_with(c)) return finish(c);
     if (!start_reading(c)) close_now(c);
 }
@@ -319,7 +412,8 @@ void Worker::end_shutdown() noexcept {
 // --- Timers ---------------------------------------------------------------------
 
 void Worker::schedule() noexcept {
-    const Clock::time_point due = conns_.next_deadline();
+    Clock::time_point due = conns_.next_deadline();
+    if (db_) due = std::min(due, db_->next_deadline());
     if (!timer_open_ || due == Clock::time_point::max() || (timer_armed_ && timer_due_ <= due))
         return;
     timer_armed_ = true;
@@ -334,6 +428,8 @@ void Worker::timers(uv_timer_t*) {
     conns_.expire(
         now(), [this](Connection& c) { close_now(c); }, [this](Connection& c) { expire_head(c); },
         [](Connection& c) {
+            // Waiting for the database is not idleness (the database bounds it).
+            if (c.session.waiting()) return true;
             // libuv reports only the end of a write: a slow reader that took
             // some of it since the last look is making progress.
             if (!c.writing) return false;
@@ -352,5 +448,6 @@ void Worker::timers(uv_timer_t*) {
 
 int main(int argc, char** argv) {
     using namespace sm;
-    return runtime::serve({.name = "libuv", .worker = &runtime::run<libuv::Worker>}, argc, argv);
+    return runtime::serve(
+        {.name = "libuv", .worker = &runtime::run<libuv::Worker>, .database = true}, argc, argv);
 }

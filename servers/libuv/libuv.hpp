@@ -28,11 +28,14 @@
 
 #include <uv.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <optional>
 
+#include "db/async_client.hpp"
 #include "http/byte_buffer.hpp"
 #include "http/response.hpp"
 #include "http/session.hpp"
@@ -49,13 +52,14 @@ struct Connection : runtime::ConnectionRecord {
     uv_tcp_t tcp{};             // data: this Connection
     uv_write_t write_req{};     // the part of a batch uv_try_write did not take
     http::ByteBuffer pending;   // what write_req is writing (empty otherwise)
+    http::ByteBuffer later;     // responses the database completed during that write
     std::size_t unwritten = 0;  // libuv's write queue at the last idle check
     bool reading = false;       // uv_read_start is in effect
     bool writing = false;       // write_req is in flight; reading is paused
     bool want_close = false;    // the session ended (Connection: close, error, HTTP/1.0)
 };
 
-class Worker {
+class Worker final : db::Loop {
   public:
     explicit Worker(const runtime::WorkerContext& ctx);
     ~Worker();
@@ -95,6 +99,13 @@ class Worker {
     void end_shutdown() noexcept;
     void timers(uv_timer_t*);
     void schedule() noexcept;
+    // db::Loop: a uv_poll_t per database socket; the rows it brings back.
+    void watch(int fd, bool read, bool write) noexcept override;
+    void unwatch(int fd) noexcept override;
+    void deliver(void* owner, const http::Job& job, const http::JobResult& result) noexcept override;
+    void submit_jobs(Connection& c);
+    void db_ready(uv_poll_t* p, int status, int events);
+    void before_poll(uv_prepare_t*);
     [[nodiscard]] Clock::time_point now() noexcept {
         return Clock::time_point(std::chrono::milliseconds(uv_now(&loop_)));
     }
@@ -119,6 +130,17 @@ class Worker {
     bool timer_armed_ = false;
     Clock::time_point timer_due_{};
     std::exception_ptr error_;
+    // --db: this loop's database connections, their sockets' poll handles
+    // (a slot each; one being closed is not reused until its close
+    // callback), and the check that sends each iteration's jobs together.
+    struct DbPoll {
+        uv_poll_t poll{};
+        int fd = -1;
+        bool in_use = false;  // from uv_poll_init until the close callback
+    };
+    std::array<DbPoll, 64> db_polls_{};
+    uv_prepare_t db_flush_{};
+    std::optional<db::AsyncClient> db_;
 };
 
 }  // namespace sm::libuv
