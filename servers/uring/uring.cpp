@@ -94,6 +94,8 @@ Worker::Worker(const runtime::WorkerContext& ctx)
         throw std::system_error(-rc, std::generic_category(), "io_uring_setup");
     if (const int rc = buffers_.register_with(ring_, kBufferGroup); rc < 0)
         throw std::system_error(-rc, std::generic_category(), "io_uring_register_buf_ring");
+    if (!ctx.options.db.empty())
+        db_.emplace(ctx.options.db, ctx.options.db_connections, static_cast<db::Loop&>(*this));
 }
 
 void Worker::run() {
@@ -106,6 +108,9 @@ void Worker::run() {
     // Returns with no operation in flight: every connection finalized, the
     // accept and the stop poll completed, every cancel answered.
     while (!(conns_.finished() && inflight_ == 0)) {
+        // The last connection is gone: the database's polls are cancelled
+        // with its client, so that nothing stays in flight.
+        if (conns_.finished() && db_) db_.reset();
         wait();
         now_ = Clock::now();
         // The Date line is re-rendered only when the second changes.
@@ -114,11 +119,12 @@ void Worker::run() {
              [this](std::uint64_t data, int res, unsigned flags) { complete(data, res, flags); });
         // Sends, finished connections, recv re-arms: after the whole batch,
         // so one connection's responses to all of it leave in one send.
-        while (Connection* c = work_.pop_front())
-            work(*c);
+        run_work();
         conns_.expire(
             now_, [this](Connection& c) { close_now(c); },
-            [this](Connection& c) { expire_head(c); });
+            [this](Connection& c) { expire_head(c); },
+            [](const Connection& c) { return c.session.waiting(); });
+        run_work();  // what expiring marked
         // A slot freed here or by another thread resumes accepting at once.
         if (conns_.gate.reopen_due(now_)) resume_accepting();
     }
@@ -127,7 +133,8 @@ void Worker::run() {
 void Worker::wait() {
     // Everything prepared since the last call goes to the kernel in the same
     // io_uring_enter that waits for the next completion.
-    const Clock::time_point deadline = conns_.next_deadline();
+    Clock::time_point deadline = conns_.next_deadline();
+    if (db_) deadline = std::min(deadline, db_->next_deadline());
     int rc;
     if (deadline == Clock::time_point::max()) {
         rc = io_uring_submit_and_wait(ring_.get(), 1);
@@ -153,6 +160,7 @@ void Worker::complete(std::uint64_t user_data, int res, unsigned flags) {
         case kAccept: return on_accept(res, flags);
         case kRecv: return on_recv(connection_of(user_data), res, flags);
         case kSend: return on_send(connection_of(user_data), res);
+        case kDb: return on_db(user_data, res);
         default: return;
     }
 }
@@ -257,13 +265,15 @@ void Worker::on_recv(Connection& c, int res, unsigned flags) {
         if (res > 0 && !c.closing && !c.lingering && !c.want_close) {
             conns_.deadlines.touch(c, now_);
             const std::string_view data(buffers_.buffer(id), static_cast<std::size_t>(res));
-            // Over the mark: keep the bytes (in order) until the output drains.
+            // Over the mark, or waiting for the database: keep the bytes (in
+            // order) until the output drains and nothing waits.
             if (c.recv_paused) {
                 c.held.append(data);
             } else {
                 feed(c, data);
                 // The output overshoots the mark by one buffer's responses at most.
-                if (!c.want_close && output_of(c) >= kHighWater) pause_recv(c);
+                if (!c.want_close && (output_of(c) >= kHighWater || c.session.waiting()))
+                    pause_recv(c);
             }
         }
         buffers_.give_back(id);
@@ -316,12 +326,13 @@ void Worker::feed(Connection& c, std::string_view data) {
         c.want_close = true;  // what follows is not answered
         c.held.clear();
     }
+    if (c.session.waiting()) submit_jobs(c);
 }
 
 void Worker::feed_held(Connection& c) {
     // A buffer's worth at a time, as if it had just been received, until the
     // output is over the mark again (recv stays paused) or nothing is held.
-    while (!c.held.empty() && output_of(c) < kHighWater) {
+    while (!c.held.empty() && output_of(c) < kHighWater && !c.session.waiting()) {
         const std::size_t n = std::min(c.held.size(), kBufferSize);
         const std::string_view chunk(c.held.data(), n);
         feed(c, chunk);
@@ -370,7 +381,8 @@ void Worker::work(Connection& c) {
             queued(s, tag(c, kSend));
             c.send_in_flight = true;
             ++c.ops;
-        } else if (c.held.empty() && (c.want_close || c.peer_closed || conns_.done_with(c))) {
+        } else if (c.held.empty() && !c.session.waiting() &&
+                   (c.want_close || c.peer_closed || conns_.done_with(c))) {
             // Everything we owe the client is sent.
             finish(c);
             // Closed (and maybe finalized: then fd is -1 and the flags are
@@ -427,6 +439,99 @@ void Worker::finalize(Connection& c) {
     conns_.recycle(c);
 }
 
+// --- The database ---------------------------------------------------------------
+
+void Worker::run_work() {
+    while (true) {
+        if (db_) {
+            db_->expire(now_);
+            db_->flush();  // this batch's jobs go out together
+        }
+        if (work_.empty()) return;
+        while (Connection* c = work_.pop_front())
+            work(*c);
+    }
+}
+
+void Worker::submit_jobs(Connection& c) {
+    http::Job job;
+    while (c.session.next_job(job))
+        db_->submit(&c, job);
+}
+
+void Worker::deliver(void* owner, const http::Job& job, const http::JobResult& result) noexcept {
+    Connection& c = *static_cast<Connection*>(owner);
+    if (!c.open || c.closing || c.lingering) return;  // closed while the query was out
+    c.session.complete(job, result, c.out);
+    // Nothing waits any more: the input held meanwhile is fed, and work()
+    // sends, re-arms the recv, or finishes.
+    if (!c.session.waiting() && c.recv_paused && output_of(c) <= kLowWater) feed_held(c);
+    mark(c);
+}
+
+void Worker::watch(int fd, bool read, bool write) noexcept {
+    auto it = std::find_if(db_polls_.begin(), db_polls_.end(),
+                           [fd](const DbPoll& p) { return p.fd == fd; });
+    if (it == db_polls_.end())
+        it = std::find_if(db_polls_.begin(), db_polls_.end(),
+                          [](const DbPoll& p) { return p.fd == -1; });
+    if (it == db_polls_.end()) return;
+    const unsigned events = (read ? POLLIN : 0U) | (write ? POLLOUT : 0U);
+    const auto slot = static_cast<std::size_t>(it - db_polls_.begin());
+    if (it->fd == fd && it->armed && it->events == events) return;
+    if (it->armed) {
+        // Another mask: the armed poll is cancelled (its completion is of an
+        // old generation) and a new one armed.
+        io_uring_sqe* s = ring_.sqe();
+        io_uring_prep_cancel64(s, Worker::db_tag(slot, it->generation), 0);
+        queued(s, kIgnore);
+        ++it->generation;
+        it->armed = false;
+    }
+    it->fd = fd;
+    it->events = events;
+    arm_db(slot);
+}
+
+void Worker::unwatch(int fd) noexcept {
+    for (std::size_t slot = 0; slot < db_polls_.size(); ++slot) {
+        DbPoll& p = db_polls_[slot];
+        if (p.fd != fd) continue;
+        if (p.armed) {
+            io_uring_sqe* s = ring_.sqe();
+            io_uring_prep_cancel64(s, db_tag(slot, p.generation), 0);
+            queued(s, kIgnore);
+        }
+        ++p.generation;
+        p.armed = false;
+        p.fd = -1;
+    }
+}
+
+void Worker::arm_db(std::size_t slot) noexcept {
+    DbPoll& p = db_polls_[slot];
+    if (p.armed || p.fd < 0 || p.events == 0) return;
+    io_uring_sqe* s = ring_.sqe();
+    io_uring_prep_poll_add(s, p.fd, p.events);
+    queued(s, db_tag(slot, p.generation));
+    p.armed = true;
+}
+
+void Worker::on_db(std::uint64_t user_data, int res) {
+    --inflight_;
+    const auto slot = static_cast<std::size_t>((user_data >> 8) & 0xff);
+    const auto generation = static_cast<std::uint32_t>(user_data >> 32);
+    if (slot >= db_polls_.size()) return;
+    DbPoll& p = db_polls_[slot];
+    if (p.generation != generation || !db_) return;  // unwatched or re-armed since
+    p.armed = false;
+    const auto ready = static_cast<unsigned>(res < 0 ? POLLERR : res);
+    const int fd = p.fd;
+    db_->on_ready(fd, (ready & (POLLIN | POLLERR | POLLHUP)) != 0,
+                  (ready & (POLLOUT | POLLERR | POLLHUP)) != 0);
+    arm_db(slot);  // still watched (on_ready may have changed what): again
+}
+
 void Worker::begin_shutdown() {
     // Stop accepting: the listener's file lives until the accept is
     // cancelled (in this iteration's submission); then new connections are
@@ -460,6 +565,7 @@ int main(int argc, char** argv) {
     return runtime::serve({.name = "uring",
                            .worker = &runtime::run<uring::Worker>,
                            .probe = &uring::model_probe,
-                           .options = kOptions},
+                           .options = kOptions,
+                           .database = true},
                           argc, argv);
 }

@@ -16,9 +16,12 @@
 // tiny ring to make it run dry).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
+#include "db/async_client.hpp"
 #include "http/byte_buffer.hpp"
 #include "http/response.hpp"
 #include "http/session.hpp"
@@ -56,7 +59,7 @@ struct alignas(8) Connection : runtime::ConnectionRecord {
     runtime::ListHook work_hook;  // in Worker::work_: needs a look after the batch
 };
 
-class Worker {
+class Worker final : db::Loop {
   public:
     explicit Worker(const runtime::WorkerContext& ctx);
     void run();
@@ -66,7 +69,8 @@ class Worker {
 
     // What a completion is for: the low bits of its user_data. recv and send
     // carry the Connection's address in the other bits.
-    enum Op : std::uint64_t { kIgnore = 0, kRecv = 1, kSend = 2, kAccept = 3, kStop = 4 };
+    // kDb carries a database socket's slot and generation (DbPoll).
+    enum Op : std::uint64_t { kIgnore = 0, kRecv = 1, kSend = 2, kAccept = 3, kStop = 4, kDb = 5 };
 
     void wait();
     void complete(std::uint64_t user_data, int res, unsigned flags);
@@ -95,6 +99,21 @@ class Worker {
     void finalize(Connection& c);
     void begin_shutdown();
 
+    // db::Loop: one-shot POLL_ADDs on the database's sockets, re-armed after
+    // each completion while watched (level-triggered, as the client wants).
+    void watch(int fd, bool read, bool write) noexcept override;
+    void unwatch(int fd) noexcept override;
+    void deliver(void* owner, const http::Job& job, const http::JobResult& result) noexcept override;
+    void submit_jobs(Connection& c);
+    void arm_db(std::size_t slot) noexcept;
+    static constexpr std::uint64_t db_tag(std::size_t slot, std::uint32_t generation) noexcept {
+        return (static_cast<std::uint64_t>(generation) << 32) | (slot << 8) | kDb;
+    }
+    void on_db(std::uint64_t user_data, int res);
+    // The connections marked in this batch, and the database's round of
+    // sends (whose failures may mark more), until neither has anything left.
+    void run_work();
+
     runtime::Listener& listener_;
     const runtime::StopSignal& stop_;
     http::ResponseCache cache_;
@@ -114,6 +133,18 @@ class Worker {
     bool accept_armed_ = false;
     bool accept_cancelling_ = false;
     runtime::RateLimitedLog dry_log_;
+
+    // --db: this thread's database connections and their sockets' polls. A
+    // slot's generation changes when it is unwatched, so the completion of
+    // a poll armed before then is recognised and dropped.
+    struct DbPoll {
+        int fd = -1;
+        unsigned events = 0;     // POLLIN / POLLOUT wanted
+        std::uint32_t generation = 0;
+        bool armed = false;      // a poll of this generation is in flight
+    };
+    std::array<DbPoll, 64> db_polls_{};  // (--db-connections is at most 64)
+    std::optional<db::AsyncClient> db_;
 };
 
 }  // namespace sm::uring
