@@ -19,6 +19,7 @@ says what goes there:
   models-table         a row per model: name, binary and folder, what it
                        shows, what it builds on
   endpoints-table      a row per endpoint: request, response
+  workloads-table      a row per workload: request, response, where its data comes from
   model-names          `epoll`, `libuv`, ...
   model-binaries       `server-epoll`, `server-libuv`, ...
   model-binaries-bold  **server-epoll**, **server-libuv**, ...
@@ -52,7 +53,7 @@ except ValueError as e:          # servers/models.json is not valid
 
 # file (relative to the repository): the parts it must hold
 PARTS = {
-    "README.md": ("model-binaries-bold", "endpoints-table", "models-table"),
+    "README.md": ("model-binaries-bold", "endpoints-table", "workloads-table", "models-table"),
     "bench/compare/README.md": ("model-names",),
 }
 PART_RE = re.compile(r"(<!-- generated: ([a-z-]+)\b[^>]*-->)(.*?)(<!-- end generated: \2 -->)", re.S)
@@ -89,9 +90,21 @@ def endpoints_table(_ms: tuple[models.Model, ...], eps: tuple[models.Endpoint, .
     return "\n".join(rows)
 
 
+def workloads_table(_ms: tuple[models.Model, ...], _eps: tuple[models.Endpoint, ...]) -> str:
+    rows = ["| request | response | data from |", "|---|---|---|"]
+    for w in models.WORKLOADS:
+        if "`" in w.content_type or "`" in w.path:
+            raise ValueError(f"servers/models.json: workload {w.name}: a backtick cannot go into a code span")
+        rows.append(f"| `GET {_cell(w.path, f'workload {w.name}: path')}` "
+                    f"| 200, `Content-Type: {_cell(w.content_type, f'workload {w.name}: content_type')}`: "
+                    f"{_cell(w.response, f'workload {w.name}: response')} | {w.source} |")
+    return "\n".join(rows)
+
+
 RENDER = {
     "models-table": (models_table, True),
     "endpoints-table": (endpoints_table, True),
+    "workloads-table": (workloads_table, True),
     "model-names": (lambda ms, _: ", ".join(f"`{m.name}`" for m in ms), False),
     "model-binaries": (lambda ms, _: ", ".join(f"`{m.binary}`" for m in ms), False),
     "model-binaries-bold": (lambda ms, _: ", ".join(f"**{m.binary}**" for m in ms), False),

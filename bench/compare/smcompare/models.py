@@ -62,10 +62,21 @@ class Endpoint:
     benchmarked: bool
 
 
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    path: str
+    content_type: str
+    response: str
+    source: str
+
+
 MODEL_FIELDS = {"name": str, "binary": str, "shows": str, "platform": str, "libraries": list,
                 "needs_io_uring": bool}
 ENDPOINT_FIELDS = {"name": str, "path": str, "content_type": str, "body": str, "note": str,
                    "benchmarked": bool}
+WORKLOAD_FIELDS = {"name": str, "path": str, "content_type": str, "response": str, "source": str}
+WORKLOAD_SOURCES = ("memory", "database", "memory or database")
 
 
 def _entries(doc: dict, key: str, fields: dict[str, type], where: Path) -> list[dict]:
@@ -91,6 +102,12 @@ def _entries(doc: dict, key: str, fields: dict[str, type], where: Path) -> list[
 
 def load(path: Path = MODELS_FILE) -> tuple[tuple[Model, ...], tuple[Endpoint, ...]]:
     """The models and the endpoints of a models.json; ValueError when it is not one."""
+    models, endpoints, _ = load_all(path)
+    return models, endpoints
+
+
+def load_all(path: Path = MODELS_FILE) -> tuple[tuple[Model, ...], tuple[Endpoint, ...], tuple[Workload, ...]]:
+    """The models, the endpoints and the workloads of a models.json; ValueError when it is not one."""
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError) as e:
@@ -105,10 +122,15 @@ def load(path: Path = MODELS_FILE) -> tuple[tuple[Model, ...], tuple[Endpoint, .
                             m["needs_io_uring"]))
     endpoints = [Endpoint(e["name"], e["path"], e["content_type"], e["body"].encode(), e["note"], e["benchmarked"])
                  for e in _entries(doc, "endpoints", ENDPOINT_FIELDS, path)]
-    return tuple(models), tuple(endpoints)
+    workloads = []
+    for w in _entries(doc, "workloads", WORKLOAD_FIELDS, path):
+        if w["source"] not in WORKLOAD_SOURCES:
+            raise ValueError(f"{path}: workload {w['name']}: source {w['source']!r}, expected one of {WORKLOAD_SOURCES}")
+        workloads.append(Workload(w["name"], w["path"], w["content_type"], w["response"], w["source"]))
+    return tuple(models), tuple(endpoints), tuple(workloads)
 
 
-ALL_MODELS, ENDPOINTS = load()
+ALL_MODELS, ENDPOINTS, WORKLOADS = load_all()
 BY_NAME = {m.name: m for m in ALL_MODELS}
 MODELS = tuple(m.name for m in ALL_MODELS if m.platform == PLATFORM)
 ENDPOINTS_BY_NAME = {e.name: e for e in ENDPOINTS}
