@@ -44,6 +44,8 @@ examples:
   bench/compare/compare --targets iocp,epoll          # server-iocp.exe under Wine (not a Windows measurement)
   bench/compare/compare --targets floor,epoll --client loadgen,wrk --connections 1,64
                                                       # the clients side by side: agreement, client CPU
+  bench/compare/compare --targets epoll,threadpool,nginx --server-cpus 0-3 --server-threads 1,2,4
+                                                      # a thread sweep: each at 1, 2 and 4 threads
 
 exit codes: 0 done; 1 a --check failed; 2 setup or usage error; 3 invalid
 runs, or a requested target skipped or failed; 130 interrupted (what was
