@@ -4,11 +4,11 @@
 // database stopped mid-run, a query that waits on a lock (the idle and
 // shutdown timeouts).
 //
-// Cases tagged [db] need PostgreSQL. Those that only read use the shared
-// fixture (SM_TEST_DB_FILE, cmake/Postgres.cmake; skipped, exit 77, without
-// it); those that stop, lock or change the database start one of their own
-// with scripts/pg.sh (skipped where no PostgreSQL server is installed). The
-// shared fixture's tables are never modified. server-iocp.exe has no database
+// Cases tagged [db] need PostgreSQL and are skipped (exit 77, saying why)
+// without the shared fixture (SM_TEST_DB_FILE, cmake/Postgres.cmake). Those
+// that only read use it; those that stop, lock or change the database start
+// one of their own with scripts/pg.sh. The shared fixture's tables are never
+// modified. server-iocp.exe has no database
 // client: its [db] cases are skipped, and "workloads options ..." checks that
 // its --db is refused; its /fortunes from memory passes the same page tests.
 #include <poll.h>
@@ -934,6 +934,7 @@ TEST_CASE("workloads db 32 connections with 20 requests each are all answered",
 TEST_CASE("workloads db fortunes come from the table: a row added to it is on the page",
           "[conformance][workloads][db]") {
     skip_without_database_client();
+    (void)pg::fixture_url_or_skip();  // [db] cases skip together without the fixture
     pg::OwnPostgres db;
     std::vector<Fortune> table;
     {
@@ -975,6 +976,7 @@ TEST_CASE("workloads db fortunes come from the table: a row added to it is on th
 TEST_CASE("workloads db stopped mid-run: 503s, no crash, no log flood, /db again once back",
           "[conformance][workloads][db]") {
     skip_without_database_client();
+    (void)pg::fixture_url_or_skip();  // [db] cases skip together without the fixture
     pg::OwnPostgres db;
     World world;
     std::vector<Fortune> fortunes;
@@ -1075,6 +1077,7 @@ TEST_CASE("workloads db a query waiting on a lock gets 503 at the statement time
           "others are served",
           "[conformance][workloads][db]") {
     skip_without_database_client();
+    (void)pg::fixture_url_or_skip();  // [db] cases skip together without the fixture
     pg::OwnPostgres db;
     World world;
     {
@@ -1152,6 +1155,7 @@ TEST_CASE("workloads db a query waiting on a lock gets 503 at the statement time
 TEST_CASE("workloads db SIGTERM with a query waiting on a lock exits 0 in bounded time",
           "[conformance][workloads][db]") {
     skip_without_database_client();
+    (void)pg::fixture_url_or_skip();  // [db] cases skip together without the fixture
     pg::OwnPostgres db;
     auto server = start_server(with_db(db.url(), {"--threads", "1", "--shutdown-timeout", "1"}));
     Connection a = connect(*server, 15s);
