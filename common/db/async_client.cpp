@@ -103,8 +103,11 @@ struct AsyncClient::Connection {
     std::string lost;             // "database connection lost: <why>"
 };
 
-AsyncClient::AsyncClient(std::string conninfo, unsigned connections, Loop& loop)
-    : conninfo_(std::move(conninfo)), loop_(loop) {
+AsyncClient::AsyncClient(std::string conninfo, unsigned connections, Loop& loop,
+                         std::chrono::milliseconds statement_timeout)
+    : conninfo_(std::move(conninfo)),
+      options_(pg::statement_timeout_option(statement_timeout)),
+      loop_(loop) {
     connections = std::max(connections, 1u);
     connections_.reserve(connections);
     for (unsigned i = 0; i < connections; ++i) {
@@ -368,7 +371,7 @@ void AsyncClient::unwatch(Connection& c) noexcept {
 
 void AsyncClient::start_connecting(Connection& c, Clock::time_point now) noexcept {
     c.deadline = now + pg::kConnectTimeout;
-    c.pg.reset(pg::start_connection(conninfo_));
+    c.pg.reset(pg::start_connection(conninfo_, options_));
     if (!c.pg) {
         fail(c, "out of memory");
         return;

@@ -42,9 +42,8 @@
 //       <that query's message>"); they are not retried.
 // Failures are logged through one rate-limited log per client ("db: ...",
 // at most a line a second). A query that waits (a lock, a slow plan) just
-// stays in flight: the loop goes on; bound it with the server's own
-// statement_timeout (e.g. options=-cstatement_timeout=5000 in the conninfo)
-// if wanted.
+// stays in flight: the loop goes on; the constructor's statement_timeout
+// (the models pass --idle-timeout) has PostgreSQL bound it.
 //
 // Allocation: queues and row buffers keep their capacity; after warm-up a job
 // allocates nothing but libpq's PGresult.
@@ -101,7 +100,12 @@ class AsyncClient {
     // connections (at least 1). Starts connecting them at once (non-blocking:
     // PQconnectStart), so it calls loop.watch from here; `loop` must outlive
     // the client.
-    AsyncClient(std::string conninfo, unsigned connections, Loop& loop);
+    // `statement_timeout` (the server's --idle-timeout): PostgreSQL cancels
+    // a statement that runs longer, and its job fails ("database error:
+    // canceling statement due to statement timeout"), unless the conninfo
+    // sets "options". Zero: no limit.
+    AsyncClient(std::string conninfo, unsigned connections, Loop& loop,
+                std::chrono::milliseconds statement_timeout = std::chrono::milliseconds{0});
     // Closes every connection (unwatching its fd first). Nothing is
     // delivered: jobs still in flight are dropped (their sessions are going
     // away too, at shutdown).
@@ -162,6 +166,7 @@ class AsyncClient {
     void log_line(std::string_view what) noexcept;
 
     std::string conninfo_;
+    std::string options_;  // libpq "options": the statement timeout
     Loop& loop_;
     std::vector<std::unique_ptr<Connection>> connections_;
     std::vector<Submitted> submitted_;  // since the last flush

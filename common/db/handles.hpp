@@ -8,6 +8,7 @@
 extern "C" {
 struct pg_conn;
 struct pg_result;
+struct pg_cancel;
 }
 
 namespace sm::db {
@@ -17,6 +18,9 @@ struct ConnectionFree {
 };
 struct ResultFree {
     void operator()(pg_result* result) const noexcept;  // PQclear
+};
+struct CancelFree {
+    void operator()(pg_cancel* cancel) const noexcept;  // PQfreeCancel
 };
 using ConnectionHandle = std::unique_ptr<pg_conn, ConnectionFree>;
 using ResultHandle = std::unique_ptr<pg_result, ResultFree>;

@@ -8,6 +8,7 @@ namespace sm::db {
 
 void ConnectionFree::operator()(pg_conn* connection) const noexcept { PQfinish(connection); }
 void ResultFree::operator()(pg_result* result) const noexcept { PQclear(result); }
+void CancelFree::operator()(pg_cancel* cancel) const noexcept { PQfreeCancel(cancel); }
 
 namespace pg {
 namespace {
@@ -49,26 +50,41 @@ void notice_to_log(void* log, const PGresult* result) noexcept {
     }
 }
 
-PGconn* connection_from(const std::string& conninfo, bool blocking) noexcept {
+PGconn* connection_from(const std::string& conninfo, const std::string& options,
+                        bool blocking) noexcept {
     // Defaults first: the conninfo string, expanded in dbname's place,
     // overrides them (libpq keeps the last value of a repeated key word).
-    const char* keys[] = {"client_encoding", "fallback_application_name", "connect_timeout", "dbname",
-                          nullptr};
-    const char* values[] = {"UTF8", "servermodels", "5", conninfo.c_str(), nullptr};
-    if (!blocking) {
-        // PQconnectPoll ignores connect_timeout: the async client keeps its own.
-        keys[2] = "dbname";
-        values[2] = conninfo.c_str();
-        keys[3] = nullptr;
-        values[3] = nullptr;
+    const char* keys[6] = {"client_encoding", "fallback_application_name"};
+    const char* values[6] = {"UTF8", "servermodels"};
+    std::size_t n = 2;
+    // PQconnectPoll ignores connect_timeout: the async client keeps its own.
+    if (blocking) {
+        keys[n] = "connect_timeout";
+        values[n++] = "5";
     }
+    if (!options.empty()) {
+        keys[n] = "options";
+        values[n++] = options.c_str();
+    }
+    keys[n] = "dbname";
+    values[n++] = conninfo.c_str();
+    keys[n] = values[n] = nullptr;
     return blocking ? PQconnectdbParams(keys, values, 1) : PQconnectStartParams(keys, values, 1);
 }
 
 }  // namespace
 
-PGconn* start_connection(const std::string& conninfo) noexcept { return connection_from(conninfo, false); }
-PGconn* make_connection(const std::string& conninfo) noexcept { return connection_from(conninfo, true); }
+PGconn* start_connection(const std::string& conninfo, const std::string& options) noexcept {
+    return connection_from(conninfo, options, false);
+}
+PGconn* make_connection(const std::string& conninfo, const std::string& options) noexcept {
+    return connection_from(conninfo, options, true);
+}
+
+std::string statement_timeout_option(std::chrono::milliseconds timeout) {
+    if (timeout.count() <= 0) return {};
+    return "-c statement_timeout=" + std::to_string(timeout.count());
+}
 
 bool send_prepares(PGconn* connection) noexcept {
     const Oid types[] = {kInt4};

@@ -32,8 +32,14 @@ inline constexpr std::chrono::seconds kConnectTimeout{5};
 // from a conninfo string or URI, asking for client_encoding UTF8 (and, when
 // blocking, connect_timeout 5) unless the string sets them. Null only when
 // libpq is out of memory.
-PGconn* start_connection(const std::string& conninfo) noexcept;
-PGconn* make_connection(const std::string& conninfo) noexcept;
+// `options` (a libpq "options" value, e.g. "-c statement_timeout=60000") is
+// a default too: an "options" in the conninfo replaces it. Empty: none.
+PGconn* start_connection(const std::string& conninfo, const std::string& options) noexcept;
+PGconn* make_connection(const std::string& conninfo, const std::string& options) noexcept;
+
+// The "options" value that makes the server cancel a statement running
+// longer than `timeout` ("" for zero: no limit).
+std::string statement_timeout_option(std::chrono::milliseconds timeout);
 
 // Sends the two Parse messages (pipeline mode or not).
 bool send_prepares(PGconn* connection) noexcept;

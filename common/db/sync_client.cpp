@@ -28,7 +28,8 @@ bool prepare(PGconn* connection, std::string& why) noexcept {
 
 }  // namespace
 
-SyncClient::SyncClient(std::string conninfo) : conninfo_(std::move(conninfo)) {
+SyncClient::SyncClient(std::string conninfo, std::chrono::milliseconds statement_timeout)
+    : conninfo_(std::move(conninfo)), options_(pg::statement_timeout_option(statement_timeout)) {
     worlds_.reserve(http::kMaxQueries);
     fortunes_.reserve(32);
     why_.reserve(256);
@@ -45,7 +46,7 @@ bool SyncClient::ensure_connected(Clock::time_point now) noexcept {
     const bool again = attempted_;
     attempted_ = true;
     last_attempt_ = now;
-    ConnectionHandle connection(pg::make_connection(conninfo_));
+    ConnectionHandle connection(pg::make_connection(conninfo_, options_));
     if (!connection) {
         why_.assign("out of memory");
     } else if (PQstatus(connection.get()) != CONNECTION_OK) {
@@ -55,6 +56,10 @@ bool SyncClient::ensure_connected(Clock::time_point now) noexcept {
         if (prepare(connection.get(), why_)) {
             why_.clear();
             connection_ = std::move(connection);
+            {
+                const std::lock_guard lock(cancel_mutex_);
+                cancel_.reset(PQgetCancel(connection_.get()));
+            }
             if (again) pg::log_line(log_, "connected again");
             return true;
         }
@@ -72,7 +77,19 @@ void SyncClient::drop(const char* message) noexcept {
     std::string line;
     pg::set_one_line(line, "connection lost: ", message);
     pg::log_line(log_, line);
+    {
+        const std::lock_guard lock(cancel_mutex_);
+        cancel_.reset();
+    }
     connection_.reset();
+}
+
+void SyncClient::cancel() noexcept {
+    const std::lock_guard lock(cancel_mutex_);
+    char error[256];
+    // Sends the cancel request on a connection of its own; nothing to do
+    // if nothing runs. Its failure leaves the query to finish by itself.
+    if (cancel_) PQcancel(cancel_.get(), error, sizeof error);
 }
 
 http::JobResult SyncClient::run(const http::Job& job) noexcept {

@@ -22,6 +22,8 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -36,8 +38,12 @@ class SyncClient {
   public:
     // `conninfo`: a libpq connection string or URI (postgresql://...). The
     // client asks for client_encoding UTF8 and a 5 s connect_timeout unless
-    // the string says otherwise. Connects nothing yet.
-    explicit SyncClient(std::string conninfo);
+    // the string says otherwise, and with a `statement_timeout` (the
+    // server's --idle-timeout) for PostgreSQL to cancel a statement that
+    // runs longer (its job fails: 503), unless the string sets "options".
+    // Connects nothing yet.
+    explicit SyncClient(std::string conninfo,
+                        std::chrono::milliseconds statement_timeout = std::chrono::milliseconds{0});
     ~SyncClient();
     SyncClient(const SyncClient&) = delete;
     SyncClient& operator=(const SyncClient&) = delete;
@@ -49,6 +55,11 @@ class SyncClient {
     bool connected() const noexcept { return connection_ != nullptr; }
     // Why the last attempt to connect failed ("" when connected).
     const std::string& why() const noexcept { return why_; }
+
+    // Asks the server to cancel the statement this client's thread waits
+    // for, if any (its run() then fails). Any thread may call it: a
+    // blocking model's stop, out of --shutdown-timeout, unblocks its workers.
+    void cancel() noexcept;
 
     // Runs the job on this thread (blocks for its round trip). The result's
     // views (rows, error text) stay valid until the next run() or the
@@ -75,7 +86,12 @@ class SyncClient {
     http::JobResult failed(std::string_view prefix, const char* message) noexcept;
 
     std::string conninfo_;
+    std::string options_;  // libpq "options": the statement timeout
     ConnectionHandle connection_;
+    // cancel()'s handle on connection_, under cancel_mutex_ (it is made and
+    // freed with the connection, on the client's thread).
+    std::mutex cancel_mutex_;
+    std::unique_ptr<pg_cancel, CancelFree> cancel_;
     bool attempted_ = false;           // an attempt was made (last_attempt_ is valid)
     Clock::time_point last_attempt_{};
     std::string why_;                  // why there is no connection

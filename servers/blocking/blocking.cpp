@@ -72,7 +72,7 @@ struct Server::Worker {
           // large reads first reach each page.
           read_buf(std::make_unique<char[]>(kReadSize)),
           out(kOutSize) {
-        if (!o.db.empty()) db.emplace(o.db);
+        if (!o.db.empty()) db.emplace(o.db, o.idle_timeout);
     }
     http::ResponseCache cache;
     http::Session session;
@@ -227,7 +227,7 @@ void Server::stop_connections(int how, bool only_idle) {
         const std::lock_guard fd_lock(w->fd_mutex);
         if (w->fd >= 0 && (!only_idle || w->idle_in_read.load())) ::shutdown(w->fd, how);
         // Out of time: a query still running is cancelled (its 503 goes nowhere).
-        // if (!only_idle && w->db) w->db->cancel();  TODO
+        if (!only_idle && w->db) w->db->cancel();
     }
 }
 

@@ -39,7 +39,8 @@ Reactor::Reactor(const runtime::WorkerContext& ctx)
       now_(Clock::now()) {
     db_fds_.fill(-1);
     if (!ctx.options.db.empty())
-        db_.emplace(ctx.options.db, ctx.options.db_connections, static_cast<db::Loop&>(*this));
+        db_.emplace(ctx.options.db, ctx.options.db_connections, static_cast<db::Loop&>(*this),
+                    ctx.options.idle_timeout);
 }
 
 void Reactor::run() {

@@ -87,7 +87,7 @@ void Worker::run() {
         uv_prepare_init(&loop_, &db_flush_);
         uv_prepare_start(&db_flush_, call<&Worker::before_poll>);
         uv_unref(handle(db_flush_));
-        db_.emplace(opts_.db, opts_.db_connections, static_cast<db::Loop&>(*this));
+        db_.emplace(opts_.db, opts_.db_connections, static_cast<db::Loop&>(*this), opts_.idle_timeout);
     }
     uv_run(&loop_, UV_RUN_DEFAULT);
     if (error_) std::rethrow_exception(error_);

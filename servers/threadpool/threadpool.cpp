@@ -67,7 +67,7 @@ struct Pool::Worker {
         : cache(o.mode, std::time(nullptr), o.workloads()),
           read_buf(std::make_unique_for_overwrite<char[]>(runtime::kReadSize)),
           out(runtime::kBatchOutput + runtime::kReadSize) {
-        if (!o.db.empty()) db.emplace(o.db);
+        if (!o.db.empty()) db.emplace(o.db, o.idle_timeout);
     }
     http::ResponseCache cache;  // per worker: a connection is rendered with its current owner's
     // --db: this worker's own database connection, called synchronously.
@@ -158,6 +158,9 @@ void Pool::run() {
             // Out of time: reset what is left; the owners close it.
             const std::lock_guard lock(registry_mutex_);
             registry_.for_each([](Connection& c) { ::shutdown(c.fd, SHUT_RDWR); });
+            // A worker waiting for the database is unblocked (its 503 goes nowhere).
+            for (auto& w : workers_)
+                if (w->db) w->db->cancel();
         }
     }
     queue_.close();

@@ -95,7 +95,8 @@ Worker::Worker(const runtime::WorkerContext& ctx)
     if (const int rc = buffers_.register_with(ring_, kBufferGroup); rc < 0)
         throw std::system_error(-rc, std::generic_category(), "io_uring_register_buf_ring");
     if (!ctx.options.db.empty())
-        db_.emplace(ctx.options.db, ctx.options.db_connections, static_cast<db::Loop&>(*this));
+        db_.emplace(ctx.options.db, ctx.options.db_connections, static_cast<db::Loop&>(*this),
+                    ctx.options.idle_timeout);
 }
 
 void Worker::run() {
