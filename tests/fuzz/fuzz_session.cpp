@@ -15,7 +15,13 @@
 //     line"; 400 "Unexpected char in url schema" vs 414 for a target both
 //     too long and malformed). Both are right answers to a bad request;
 //     the session then closes either way;
-//   - after the session says close, further input changes nothing.
+//   - after the session says close, further input changes nothing;
+//   - the same twice more with the workloads on (/db, /queries and
+//     /fortunes become jobs): whole with each feed's jobs completed in
+//     order, in pieces with them completed in reverse after each piece.
+//     Responses held behind jobs come out in request order whatever the
+//     completion order, so the two answers agree as above, and nothing is
+//     left waiting.
 // Small limits make the 413/414/431 paths reachable in short inputs.
 #include <llhttp.h>
 
@@ -118,6 +124,33 @@ std::string_view feed(Session& s, ByteBuffer& out, std::span<const char> in) {
     return {out.data(), out.size()};
 }
 
+// Completes every job the session queued, with fixed rows, in order or reversed.
+void complete_jobs(Session& s, ByteBuffer& out, bool reversed) {
+    static const std::vector<sm::http::WorldRow> rows(sm::http::kMaxQueries,
+                                                      sm::http::WorldRow{42, 4242});
+    std::vector<sm::http::Job> jobs;
+    sm::http::Job j;
+    while (s.next_job(j))
+        jobs.push_back(j);
+    if (reversed) std::reverse(jobs.begin(), jobs.end());
+    for (const sm::http::Job& job : jobs)
+        s.complete(job, {{rows.data(), job.count}, sm::http::builtin_fortunes(), {}}, out);
+    if (s.waiting()) fail("a response still waits after every job completed");
+}
+
+// Whole and in pieces must agree (see the top of the file).
+void compare(std::string_view a, std::string_view b, std::size_t piece, bool has_head) {
+    bool same = before_error(a) == before_error(b) &&
+                (a.size() == before_error(a).size()) == (b.size() == before_error(b).size());
+    if (!has_head) same = same && check_responses(a).size() == check_responses(b).size();
+    if (!same) {
+        std::fprintf(stderr, "--- fed whole:\n%.*s\n--- fed in pieces of %zu:\n%.*s\n---\n",
+                     static_cast<int>(a.size()), a.data(), piece, static_cast<int>(b.size()),
+                     b.data());
+        fail("the input fed in pieces got another answer than fed whole");
+    }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -141,20 +174,26 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         split.feed(in.subspan(at, std::min(piece, in.size() - at)), out_split);
     const std::string_view b(out_split.data(), out_split.size());
 
-    bool same = before_error(a) == before_error(b) &&
-                (a.size() == before_error(a).size()) == (b.size() == before_error(b).size());
-    if (!has_head) same = same && check_responses(a).size() == check_responses(b).size();
-    if (!same) {
-        std::fprintf(stderr, "--- fed whole:\n%.*s\n--- fed in pieces of %zu:\n%.*s\n---\n",
-                     static_cast<int>(a.size()), a.data(), piece, static_cast<int>(b.size()),
-                     b.data());
-        fail("the input fed in pieces got another answer than fed whole");
-    }
+    compare(a, b, piece, has_head);
 
     if (result == Session::Result::close) {
         // Closed: more input is ignored.
         const std::size_t before = out_whole.size();
         if (feed(whole, out_whole, in).size() != before) fail("input after close was answered");
     }
+
+    // With the workloads on.
+    const ResponseCache& db_cache = sm::fuzz::cache_with_database();
+    Session db_whole(db_cache, limits);
+    ByteBuffer out_db_whole;
+    db_whole.feed(in, out_db_whole);
+    complete_jobs(db_whole, out_db_whole, false);
+    Session db_split(db_cache, limits);
+    ByteBuffer out_db_split;
+    for (std::size_t at = 0; at < in.size(); at += piece) {
+        db_split.feed(in.subspan(at, std::min(piece, in.size() - at)), out_db_split);
+        complete_jobs(db_split, out_db_split, true);
+    }
+    compare(out_db_whole.view(), out_db_split.view(), piece, has_head);
     return 0;
 }

@@ -12,6 +12,13 @@ inline const http::ResponseCache& cache() {
     return c;
 }
 
+// The same with the workloads on: /db, /queries and /fortunes become jobs.
+inline const http::ResponseCache& cache_with_database() {
+    static const http::ResponseCache c(http::ResponseMode::composed, 1'700'000'000,
+                                       {true, http::FortuneSource::database});
+    return c;
+}
+
 inline http::Limits limits() {
     http::Limits l;
     l.max_head_bytes = 512;
