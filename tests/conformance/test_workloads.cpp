@@ -1152,6 +1152,71 @@ TEST_CASE("workloads db a query waiting on a lock gets 503 at the statement time
     fds.require_back();
 }
 
+TEST_CASE("workloads db a request waiting on the database past --idle-timeout is not closed as idle",
+          "[conformance][workloads][db]") {
+    skip_without_database_client();
+    (void)pg::fixture_url_or_skip();  // [db] cases skip together without the fixture
+    pg::OwnPostgres db;
+    World world;
+    {
+        pg::Session ref(db.url());
+        world = pg::world_table(ref);
+    }
+    // A statement timeout of its own (the conninfo's options win over the
+    // one the server derives from --idle-timeout), far beyond the idle one:
+    // the query outlives --idle-timeout, and then completes.
+    const std::string url = db.url() + "?options=-c%20statement_timeout%3D20000";
+    const std::string threads = blocks_on_queries() ? "2" : "1";
+    INFO("--db " << url << " --threads " << threads << " --idle-timeout 1");
+    auto server = start_server(with_db(url, {"--threads", threads, "--idle-timeout", "1"}));
+    const DbFdBaseline fds(*server, db.port(), 1);
+    std::set<std::int64_t> ids;
+    {
+        Connection a = connect(*server, 10s);
+        Connection b = connect(*server, 10s);
+        a.send(make_request("GET", "/db"));
+        b.send(make_request("GET", "/db"));
+        check_db(a.read_response(), world, ids);
+        check_db(b.read_response(), world, ids);
+
+        pg::Session locker(db.url());
+        pg::Session watcher(db.url());
+        locker.exec("BEGIN; LOCK TABLE world IN ACCESS EXCLUSIVE MODE");
+        const auto sent = Clock::now();
+        a.send(make_request("GET", "/db"));
+        CHECK(eventually([&] { return pg::sessions_waiting_on_a_lock(watcher) >= 1; }, 5s, 10ms));
+        // The other connection is served meanwhile.
+        const Response plain = b.request(make_request("GET", "/plaintext"));
+        CHECK(plain.status == 200);
+
+        // Twice --idle-timeout: nothing arrives on the waiting connection,
+        // neither a response nor a close.
+        pollfd p{a.fd(), POLLIN, 0};
+        const int ready = ::poll(&p, 1, remaining_ms(sent + 2500ms));
+        const auto quiet_for = Clock::now() - sent;
+        INFO("the waiting connection became "
+             << (ready > 0 ? "readable (answered or closed)" : "nothing") << " after "
+             << std::chrono::duration_cast<std::chrono::milliseconds>(quiet_for).count() << " ms");
+        CHECK(ready == 0);
+
+        // The lock released, the query completes: its row on the same connection.
+        locker.exec("ROLLBACK");
+        Response r;
+        try {
+            r = a.read_response();
+        } catch (const std::runtime_error& e) {
+            FAIL("the request that waited on the lock: " << e.what() << "\n--- server stderr ---\n"
+                                                         << server->stderr_text());
+        }
+        check_db(r, world, ids);
+        const Response next = a.request(make_request("GET", "/plaintext"));
+        CHECK(next.status == 200);
+        CHECK(next.body == kPlaintextBody);
+    }
+    REQUIRE(server->running());
+    fds.require_back();
+}
+
 TEST_CASE("workloads db SIGTERM with a query waiting on a lock exits 0 in bounded time",
           "[conformance][workloads][db]") {
     skip_without_database_client();
