@@ -61,6 +61,7 @@
 #include <vector>
 
 #include "db/random_id.hpp"
+#include "http/session.hpp"
 #include "http/work.hpp"
 #include "runtime/log.hpp"
 
@@ -116,6 +117,13 @@ class AsyncClient {
     // Queues a job for `owner` (an opaque pointer handed back to
     // Loop::deliver with the job). Sent, or failed, by the next flush().
     void submit(void* owner, const http::Job& job) noexcept;
+    // Every job `session` has queued and not handed out yet, for `owner`
+    // (what the models do after each feed).
+    void submit_jobs(void* owner, http::Session& session) noexcept {
+        http::Job job;
+        while (session.next_job(job))
+            submit(owner, job);
+    }
     // Sends what was submitted since the last flush: the queries, one Sync
     // per connection that got any, then as much as the sockets take (the rest
     // when the fd is writable: the client watches for it). May deliver

@@ -123,17 +123,15 @@ void Reactor::service(Connection& c) {
                 --budget;
                 const auto r = c.session.feed({read_buf_.get(), static_cast<std::size_t>(n)}, out_);
                 conns_.deadlines.track_head(c, now_);
+                // Only with --db can a response wait for the database.
+                if (c.session.waiting()) db_->submit_jobs(&c, c.session);
                 if (r == http::Session::Result::close) {
                     c.want_close = true;  // what follows is not answered
                     drained = true;
-                    submit_jobs(c);
                     break;
                 }
-                if (c.session.waiting()) {
-                    // The rest waits for the database (deliver() resumes it).
-                    submit_jobs(c);
-                    break;
-                }
+                // The rest waits for the database (deliver() resumes it).
+                if (c.session.waiting()) break;
                 // A short read emptied the socket; with edge triggering, data
                 // that arrives later raises a new event. This saves the read
                 // that would only return EAGAIN. Not so once the client's FIN
@@ -255,12 +253,6 @@ void Reactor::begin_shutdown() {
     conns_.begin_shutdown(
         now_, [](const Connection& c) { return c.pending.empty() && !c.ready_hook.linked(); },
         [this](Connection& c) { close_now(c); });
-}
-
-void Reactor::submit_jobs(Connection& c) {
-    http::Job job;
-    while (c.session.next_job(job))
-        db_->submit(&c, job);
 }
 
 void Reactor::deliver(void* owner, const http::Job& job, const http::JobResult& result) noexcept {

@@ -51,7 +51,6 @@ class Reactor final : db::Loop {
     void watch(int fd, bool read, bool write) noexcept override;
     void unwatch(int fd) noexcept override;
     void deliver(void* owner, const http::Job& job, const http::JobResult& result) noexcept override;
-    void submit_jobs(Connection& c);
 
     using ReadyList = runtime::IntrusiveList<Connection, &Connection::ready_hook>;
 

@@ -216,7 +216,7 @@ void Worker::read(uv_stream_t* s, ssize_t nread, const uv_buf_t* buf) {
     if (r == http::Session::Result::close) c.want_close = true;  // what follows is not answered
     if (c.session.waiting()) {
         // The rest waits for the database: reading pauses (deliver() resumes it).
-        submit_jobs(c);
+        db_->submit_jobs(&c, c.session);
         if (c.reading) uv_read_stop(stream(c.tcp));
         c.reading = false;
     }
@@ -225,12 +225,6 @@ void Worker::read(uv_stream_t* s, ssize_t nread, const uv_buf_t* buf) {
 }
 
 // --- The database ---------------------------------------------------------------
-
-void Worker::submit_jobs(Connection& c) {
-    http::Job job;
-    while (c.session.next_job(job))
-        db_->submit(&c, job);
-}
 
 void Worker::deliver(void* owner, const http::Job& job, const http::JobResult& result) noexcept {
     Connection& c = *static_cast<Connection*>(owner);

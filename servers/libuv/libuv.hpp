@@ -103,7 +103,6 @@ class Worker final : db::Loop {
     void watch(int fd, bool read, bool write) noexcept override;
     void unwatch(int fd) noexcept override;
     void deliver(void* owner, const http::Job& job, const http::JobResult& result) noexcept override;
-    void submit_jobs(Connection& c);
     void db_ready(uv_poll_t* p, int status, int events);
     void before_poll(uv_prepare_t*);
     [[nodiscard]] Clock::time_point now() noexcept {

@@ -327,7 +327,7 @@ void Worker::feed(Connection& c, std::string_view data) {
         c.want_close = true;  // what follows is not answered
         c.held.clear();
     }
-    if (c.session.waiting()) submit_jobs(c);
+    if (c.session.waiting()) db_->submit_jobs(&c, c.session);
 }
 
 void Worker::feed_held(Connection& c) {
@@ -452,12 +452,6 @@ void Worker::run_work() {
         while (Connection* c = work_.pop_front())
             work(*c);
     }
-}
-
-void Worker::submit_jobs(Connection& c) {
-    http::Job job;
-    while (c.session.next_job(job))
-        db_->submit(&c, job);
 }
 
 void Worker::deliver(void* owner, const http::Job& job, const http::JobResult& result) noexcept {

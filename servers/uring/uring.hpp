@@ -104,7 +104,6 @@ class Worker final : db::Loop {
     void watch(int fd, bool read, bool write) noexcept override;
     void unwatch(int fd) noexcept override;
     void deliver(void* owner, const http::Job& job, const http::JobResult& result) noexcept override;
-    void submit_jobs(Connection& c);
     void arm_db(std::size_t slot) noexcept;
     static constexpr std::uint64_t db_tag(std::size_t slot, std::uint32_t generation) noexcept {
         return (static_cast<std::uint64_t>(generation) << 32) | (slot << 8) | kDb;
