@@ -6,14 +6,17 @@ One check per line ('#' starts a comment):
 
   TARGET    a target id (epoll/composed, floor, nginx, a contender), a model
             name (every mode of it: epoll), or * (every target)
-  SCENARIO  a scenario name (plaintext, plaintext-p16, json), or *; with
+  SCENARIO  a scenario name (plaintext, plaintext-p16, json, fortunes,
+            fortunes-db, db, queries-20), or *; with
             :N only its rows with N connections (plaintext:1), with :tN
             only those with N server threads (plaintext:t2, plaintext:64:t2)
   METRIC    a ratio the run computed:
-              rps, server_cpu_us_per_req, latency_p99_us
+              rps, server_cpu_us_per_req, latency_p99_us, db_cpu_us_per_req
                     the row against the baseline (x BASELINE in the table;
-                    the baseline's own rows are not checked), of the first
-                    --client
+                    the baseline's own rows are not checked; a scenario the
+                    baseline does not run has its own, named in its table),
+                    of the first --client; db_cpu_us_per_req in the db
+                    scenarios only
               CLIENT.rps, CLIENT.latency_p50_us, CLIENT.client_cpu_us_per_req
                     CLIENT's run against the first --client's (the
                     agreement table), e.g. wrk.client_cpu_us_per_req
@@ -36,7 +39,7 @@ from pathlib import Path
 
 from .summary import client_of
 
-BASE_METRICS = ("rps", "server_cpu_us_per_req", "latency_p99_us")
+BASE_METRICS = ("rps", "server_cpu_us_per_req", "latency_p99_us", "db_cpu_us_per_req")
 CLIENT_METRICS = ("rps", "latency_p50_us", "client_cpu_us_per_req")
 SWEEP = "sweep"     # the prefix of a thread sweep's metrics (BASE_METRICS against the first count)
 OPS = ("<=", ">=", "within")
@@ -123,10 +126,12 @@ def evaluate(checks: list[Check], results: dict) -> list[dict]:
     """One entry per check and matching row: the ratio and whether it holds."""
     clients = results["config"].get("clients") or ["loadgen"]
     base = results.get("baseline")
+    bases = results.get("baselines") or {}
     out = []
     for c in checks:
         if c.client is None:
-            rows = [r for r in results["summary"] if client_of(r) == clients[0] and r["target"] != base]
+            rows = [r for r in results["summary"] if client_of(r) == clients[0]
+                    and r["target"] != bases.get(r["scenario"], base)]
             found = [(r, (r.get("vs_baseline") or {}).get(c.metric)) for r in rows if _matches(c, r)]
         elif c.client == SWEEP:
             # A sweep point as a row of its own: its target, scenario, connections and thread count.

@@ -27,6 +27,7 @@ import subprocess
 from pathlib import Path
 
 from . import procs
+from .database import host_port
 from .models import BY_NAME
 from .targets import PEERS_DIR, ModelTarget, Placement, StartError
 
@@ -183,6 +184,14 @@ class ContainerTarget(ModelTarget):
         self.label = f"{bare.binary.name} --mode {bare.mode} in {engine.name} ({engine.image}, {net})"
         self.container = ""
         self._count = 0
+
+    def cannot(self, sc, place: Placement) -> str | None:
+        if sc.database and self.hosting == "bridged" and place.db_url:
+            host = host_port(place.db_url)[0]
+            if host in ("", "localhost", "::1") or host.startswith(("127.", "/")):
+                return (f"a bridged container cannot reach the database at {host or 'the Unix socket'} of the "
+                        "host (pass --db with an address it can reach)")
+        return super().cannot(sc, place)
 
     def start(self, place: Placement) -> None:
         if place.remote:

@@ -9,20 +9,23 @@ Sections, in order:
 
 1. header: times, how the run ended, placement (CPUs, threads, host, rounds),
    the baseline target;
-2. notices: skipped or failed targets, invalid runs, an interrupted run, what
-   the figures of a target run under Wine are not;
-3. per scenario and connection count (and thread count, in a thread sweep):
+2. notices: skipped or failed targets, the scenarios a target does not serve,
+   invalid runs, an interrupted run, what the figures of a target run under
+   Wine are not;
+3. the winners: per scenario, the best target by req/s, server CPU and (db
+   scenarios) database CPU per request, against the runner-up and the baseline;
+4. per scenario and connection count (and thread count, in a thread sweep):
    req/s and server CPU us/request bars (median, min-max whisker, ratio to
-   the baseline);
-4. a thread sweep (several --server-threads): per scenario and connection
+   the baseline), and database CPU us/request in the db scenarios;
+5. a thread sweep (several --server-threads): per scenario and connection
    count, req/s and server CPU us/request against the thread count, a line
    per target, and the table with the ratios to the first count;
-5. latency percentile curves (HdrHistogram-style x axis);
-6. latency at a fixed load (--rates);
-7. the full summary table, and the load clients' agreement (several --client);
-8. the comparison with an earlier results.json, when there is one;
-9. environment, config and the commands each target was run with;
-10. how to read the report.
+6. latency percentile curves (HdrHistogram-style x axis);
+7. latency at a fixed load (--rates);
+8. the full summary table, and the load clients' agreement (several --client);
+9. the comparison with an earlier results.json, when there is one;
+10. environment, config (the database too) and the commands each target was run with;
+11. how to read the report.
 
 Every string taken from the results is HTML-escaped: target names come from
 the command line. Standard library only.
@@ -39,7 +42,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from . import summary, util
+from . import output, summary, util
 from .measure import RATE_SHORTFALL
 
 Json = dict[str, Any]
@@ -57,6 +60,7 @@ h3{margin:1.2em 0 .3em;font-size:1.05em}
 .badge.bad{background:#f5d0cc}
 .notices{background:#fff4e5;border:1px solid #f0b46a;border-left:6px solid #e07b00;padding:.6em 1em .6em 2em}
 .notices li.err{color:#a40000}
+.winner{margin:.2em 0 .5em;background:#e9f3e9;border-left:4px solid #3a8a3a;padding:.3em .6em}
 .pair{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(440px,100%),1fr));gap:.5em 2em}
 .chart{background:#fff;border:1px solid #e3e3e0;border-radius:4px;padding:.4em .6em}
 .chart h4{margin:.1em 0 .2em;font-size:.92em;font-weight:600}
@@ -198,6 +202,11 @@ class Ctx:
     baseline: str | None
     clients: list[str]
     counts: list[int]              # --server-threads of a thread sweep; [] for one count
+    baselines: dict[str, str | None]   # per scenario (one the baseline does not run has its own)
+    db_scenarios: set[str]         # the scenarios that read the database
+
+    def base_for(self, scenario: Any) -> str | None:
+        return self.baselines.get(str(scenario), self.baseline)
 
     def threads_of(self, row: Json) -> int | None:
         """The thread count a row is shown with in a sweep (one that takes none: the largest, which it ran
@@ -245,7 +254,10 @@ def make_ctx(results: Json) -> Ctx:
     cfg = results.get("config") or {}
     clients = [str(c) for c in cfg.get("clients") or ["loadgen"]]
     counts = [int(n) for n in cfg.get("server_thread_counts") or [] if _num(n) is not None]
-    return Ctx(by_id, order, colours, None if base is None else str(base), clients, counts if len(counts) > 1 else [])
+    bases = {str(k): (None if v is None else str(v)) for k, v in (results.get("baselines") or {}).items()}
+    db = {str(sc.get("name")) for sc in cfg.get("scenarios") or [] if isinstance(sc, dict) and sc.get("database")}
+    return Ctx(by_id, order, colours, None if base is None else str(base), clients, counts if len(counts) > 1 else [],
+               bases, db)
 
 
 def groups(results: Json, ctx: Ctx, rows: list[Json] | None = None
@@ -345,7 +357,7 @@ def make_bars(rows: list[Json], field: str, ratio_key: str, fmt: Callable[[Any],
             missing.append(ctx.row_name(row))
             continue
         lo, hi = span(row.get(field))
-        is_base = tid == ctx.baseline
+        is_base = tid == ctx.base_for(row.get("scenario"))
         ratio = _num((row.get("vs_baseline") or {}).get(ratio_key))
         note = " \u00b7 baseline" if is_base else (f" \u00b7 {fmt_ratio(ratio)}" if ratio is not None else "")
         tip = (f"{ctx.full_name(tid)}: median {fmt(m)} {unit}"
@@ -579,18 +591,34 @@ def section_header(results: Json, ctx: Ctx) -> str:
         f"engine {cfg.get('engine', '?')}"] + (["quick"] if cfg.get("quick") else []))
     base = (f"<b>{esc(ctx.label(ctx.baseline))}</b> ({esc(ctx.baseline)})" if ctx.baseline
             else '<span class="muted">none (the baseline was not measured): no ratios</span>')
+    own = {sc: b for sc, b in ctx.baselines.items() if b != ctx.baseline}
+    if own:
+        base += esc("; " + ", ".join(f"{sc}: {b or 'none'}" for sc, b in own.items())
+                    + " (scenarios the baseline does not run)")
+    db = results.get("database")
+    dbline = ""
+    if isinstance(db, dict):
+        dbline = ('<p class="meta">database: ' + esc(
+            f"{db.get('version') or 'PostgreSQL'} " + ("started for the run" if db.get("managed") else "of --db")
+            + f", {db.get('url')}" + (f", CPUs {db['cpus']}" if db.get("cpus") else ", not pinned")
+            + (f", {db['connections']} connection(s) per server thread" if db.get("connections") else "")
+            + (f"; {db['note']}" if db.get("note") else "")) + "</p>")
     started, finished = results.get("started", "?"), results.get("finished", "?")
     return (f'<header><h1>servermodels compare</h1><p class="meta">started {esc(started)}, finished '
             f'{esc(finished)}{esc(duration_text(started, finished))} \u00b7 '
             f'<span class="{cls}">{esc(ended)}</span></p>'
-            f'<p class="meta">{esc(placement)}</p><p class="meta">baseline: {base}</p></header>')
+            f'<p class="meta">{esc(placement)}</p><p class="meta">baseline: {base}</p>{dbline}</header>')
 
 
 def notice_items(results: Json, ctx: Ctx) -> list[tuple[str, str]]:
     items = []
     if results.get("ended") == "interrupted":
         items.append(("err", "The comparison was interrupted: some runs are missing."))
+    for line in output.unserved_notes(results):
+        items.append(("", f"skipped (not served): {line}"))
     for t in ctx.targets.values():
+        if t.get("status") == "skipped" and t.get("unserved") and t.get("reason") == "serves none of the chosen scenarios":
+            continue    # said above
         if t.get("status") in ("skipped", "failed"):
             req = " (requested)" if t.get("requested") else ""
             items.append(("err" if t.get("status") == "failed" else "",
@@ -613,6 +641,47 @@ def notice_items(results: Json, ctx: Ctx) -> list[tuple[str, str]]:
     return items
 
 
+def winner_note(results: Json, ctx: Ctx, key: tuple[str, int, int | None]) -> str:
+    """The winners of one chart group, one sentence."""
+    scenario, conns, threads = key
+    for e in results.get("winners") or []:
+        if isinstance(e, dict) and e.get("scenario") == scenario and e.get("connections") == conns \
+                and (threads is None or e.get("threads") == threads) and e.get("by"):
+            return f'<p class="winner"><b>Winner</b>: {esc(output.winner_sentence(e, ctx.targets))}.</p>'
+    return ""
+
+
+WINNER_BY = {"rps": ("req/s", "highest", fmt_rate), "server_cpu_us_per_req": ("server CPU \u00b5s/req", "lowest", fmt_sig),
+             "db_cpu_us_per_req": ("database CPU \u00b5s/req", "lowest", fmt_sig)}
+
+
+def section_winners(results: Json, ctx: Ctx) -> str:
+    """Per scenario: the best target by each metric, its ratio to the runner-up and to the baseline."""
+    entries = [e for e in results.get("winners") or [] if isinstance(e, dict) and e.get("by")]
+    if not entries:
+        return ""
+    rows = []
+    for e in entries:
+        where = f"{e.get('scenario')} \u00b7 {e.get('connections')} connections" + (
+            f" \u00b7 {threads_text(int(e['threads']))}" if ctx.counts and e.get("threads") else "")
+        for i, (metric, w) in enumerate(e["by"].items()):
+            what, best, fmt = WINNER_BY.get(metric, (metric, "", fmt_sig))
+            is_base = w.get("target") == e.get("baseline")
+            rows.append(("", ["" if i else esc(where), esc(f"{what} ({best})"),
+                              f"<b>{esc(ctx.shown(str(w.get('target'))))}</b>", num(esc(fmt(w.get("median")))),
+                              num(esc(fmt_ratio(w.get("vs_runner_up")))),
+                              esc(ctx.shown(str(w["runner_up"]))) if w.get("runner_up") else MISSING,
+                              num("baseline" if is_base else esc(fmt_ratio(w.get("vs_baseline")))),
+                              esc(e.get("baseline") or "-")]))
+    return ('<section id="winners"><h2>Winners</h2><p>Per scenario, the target with the best median by each '
+            'figure (the floor, a reference rather than a server, left out). x runner-up: the median over rounds '
+            'of its run / the same round\'s run of the runner-up, the best of the other targets (another model, '
+            'peer or contender: not the winner\'s other mode or hosting); x baseline: its row\'s ratio to the '
+            'scenario\'s baseline.</p>'
+            + table(["scenario", "by", "winner", "median", "x runner-up", "runner-up", "x baseline", "baseline"], rows)
+            + "</section>")
+
+
 def section_notices(results: Json, ctx: Ctx) -> str:
     items = notice_items(results, ctx)
     if not items:
@@ -627,11 +696,17 @@ def section_charts(results: Json, ctx: Ctx) -> str:
         rps, no_rps = make_bars(rows, "rps", "rps", fmt_rate, "req/s", ctx)
         field = "server_cpu_us_per_req"
         cpu, no_cpu = make_bars(rows, field, field, fmt_sig, "\u00b5s/req", ctx)
-        parts.append(f'<h3>{esc(group_title(key, rows, results))}</h3><div class="pair">'
+        db = ""
+        if key[0] in ctx.db_scenarios:
+            dbars, no_db = make_bars(rows, "db_cpu_us_per_req", "db_cpu_us_per_req", fmt_sig, "\u00b5s/req", ctx)
+            db = chart_box("database CPU \u00b5s per request (PostgreSQL's processes; lower is better)", dbars, no_db,
+                           "not measured", fmt_sig, "\u00b5s/req")
+        parts.append(f'<h3>{esc(group_title(key, rows, results))}</h3>'
+                     + winner_note(results, ctx, key) + '<div class="pair">'
                      + chart_box("requests/s (median, min\u2013max; higher is better)", rps, no_rps,
                                  "no valid runs", fmt_rate, "req/s")
                      + chart_box("server CPU \u00b5s per request (lower is better)", cpu, no_cpu,
-                                 "not measured", fmt_sig, "\u00b5s/req") + "</div>"
+                                 "not measured", fmt_sig, "\u00b5s/req") + db + "</div>"
                      + ctx.caveats(str(r.get("target")) for r in rows))
     if len(parts) == 1:
         parts.append('<p class="muted">No summary rows: nothing was measured.</p>')
@@ -640,6 +715,8 @@ def section_charts(results: Json, ctx: Ctx) -> str:
 
 SWEPT = (("rps", "requests/s (median; higher is better)", "req/s", fmt_rate),
          ("server_cpu_us_per_req", "server CPU \u00b5s per request (median; lower is better)", "\u00b5s/req", fmt_sig))
+SWEPT_DB = (("db_cpu_us_per_req", "database CPU \u00b5s per request (median; lower is better)", "\u00b5s/req",
+             fmt_sig),)
 
 
 def section_thread_sweep(results: Json, ctx: Ctx) -> str:
@@ -671,7 +748,7 @@ def section_thread_sweep(results: Json, ctx: Ctx) -> str:
                          []).append(r)
     for (scenario, conns, client), rs in found.items():
         boxes = []
-        for field, title, unit, fmt in SWEPT:
+        for field, title, unit, fmt in SWEPT + (SWEPT_DB if scenario in ctx.db_scenarios else ()):
             series = []
             for r in rs:
                 tid = str(r.get("target"))
@@ -684,9 +761,10 @@ def section_thread_sweep(results: Json, ctx: Ctx) -> str:
             body = sweep_chart(series, ctx.counts, fmt, unit) if any(pts for *_, pts in series) \
                 else '<p class="muted">nothing to plot</p>'
             boxes.append(f'<div class="chart"><h4>{esc(title)}</h4>{body}'
-                         + legend((label, colour, tid == ctx.baseline) for (label, colour, _), tid
+                         + legend((label, colour, tid == ctx.base_for(scenario)) for (label, colour, _), tid
                                   in zip(series, (str(r.get("target")) for r in rs))) + "</div>")
         table_rows = []
+        db = scenario in ctx.db_scenarios
         for r in rs:
             for i, pt in enumerate(r["points"]):
                 vs = {} if pt.get("threads") == first else pt.get("vs_first") or {}
@@ -695,13 +773,16 @@ def section_thread_sweep(results: Json, ctx: Ctx) -> str:
                     num(fmt_spread(pt.get("rps"), fmt_rate)), num(esc(fmt_ratio(vs.get("rps"))) if vs else ""),
                     num(fmt_spread(pt.get("server_cpu_us_per_req"), fmt_sig)),
                     num(esc(fmt_ratio(vs.get("server_cpu_us_per_req"))) if vs else ""),
+                    *([num(fmt_spread(pt.get("db_cpu_us_per_req"), fmt_sig)),
+                       num(esc(fmt_ratio(vs.get("db_cpu_us_per_req"))) if vs else "")] if db else []),
                     num(fmt_spread(pt.get("os_threads"), lambda x: f"{x:g}")), esc(pt.get("limited_by", "?")),
                     num(f"{esc(pt.get('valid_runs'))}/{esc(pt.get('runs'))}")]))
         title = f"{scenario} \u00b7 {conns} connections" + (f" \u00b7 {client}" if len(ctx.clients) > 1 else "")
         parts.append(f'<h3>{esc(title)}</h3><div class="pair">{"".join(boxes)}</div>'
                      + table(["target", "threads", "req/s median [min\u2013max]", f"x t{first}",
-                              "server CPU \u00b5s/req", f"x t{first}", "OS threads", "limited by", "valid/runs"],
-                             table_rows)
+                              "server CPU \u00b5s/req", f"x t{first}",
+                              *(["database CPU \u00b5s/req", f"x t{first}"] if db else []),
+                              "OS threads", "limited by", "valid/runs"], table_rows)
                      + ctx.caveats(str(r.get("target")) for r in rs))
     return "".join(parts) + "</section>"
 
@@ -710,7 +791,7 @@ def section_latency(results: Json, ctx: Ctx) -> str:
     parts = ['<section id="latency"><h2>Latency by percentile</h2>']
     for key, rows in groups(results, ctx):
         series = [(ctx.row_name(r), ctx.colours.get(str(r.get("target")), "#888"),
-                   str(r.get("target")) == ctx.baseline, curve_points(r.get("latency_curve"))) for r in rows]
+                   str(r.get("target")) == ctx.base_for(key[0]), curve_points(r.get("latency_curve"))) for r in rows]
         series = [s for s in series if s[3]]
         body = (latency_chart(series) + legend((s[0], s[1], s[2]) for s in series)) if series \
             else '<p class="muted">no latency data</p>'
@@ -783,7 +864,7 @@ def summary_cells(row: Json, ctx: Ctx) -> list[Cell]:
     rss_mib = {k: v / 1024 for k, v in rss.items() if _num(v) is not None} if isinstance(rss, dict) else None
     errs = ", ".join(f"{k} {v}" for k, v in (row.get("errors") or {}).items() if v)
     valid, runs = row.get("valid_runs", 0), row.get("runs", 0)
-    name = esc(ctx.shown(tid)) + (" <b>(baseline)</b>" if tid == ctx.baseline else "")
+    name = esc(ctx.shown(tid)) + (" <b>(baseline)</b>" if tid == ctx.base_for(row.get("scenario")) else "")
     if ctx.label(tid) != tid:
         # In full when the target has a note: the label says what it runs under.
         label = ctx.label(tid) if t.get("note") else truncate(ctx.label(tid), 40)
@@ -795,6 +876,9 @@ def summary_cells(row: Json, ctx: Ctx) -> list[Cell]:
             num(fmt_spread(latency_spread(row, "50"), fmt_latency)),
             num(fmt_spread(latency_spread(row, "99"), fmt_latency)),
             num(fmt_spread(row.get("server_cpu_us_per_req"), fmt_sig) + split),
+            num(fmt_spread(row.get("db_cpu_us_per_req"), fmt_sig)
+                + (f'<br><span class="muted">{esc(fmt_ratio(vs_db))}</span>'
+                   if (vs_db := _num((row.get("vs_baseline") or {}).get("db_cpu_us_per_req"))) is not None else "")),
             num(fmt_spread(row.get("ctx_switches_per_req"), fmt_sig)), num(fmt_spread(rss_mib, fmt_sig)),
             num(fmt_spread(row.get("client_cpu_us_per_req"), fmt_sig)),
             esc(errs) if errs else '<span class="muted">none</span>', esc(row.get("limited_by", "?")),
@@ -833,7 +917,8 @@ def table(headers: list[str], rows: list[tuple[str, list[Cell]]]) -> str:
 def section_summary(results: Json, ctx: Ctx) -> str:
     headers = ["target", *(["client"] if len(ctx.clients) > 1 else []), "mode / kind", "scenario", "conns",
                *(["threads"] if ctx.counts else []), "req/s median [min\u2013max]", "x baseline",
-               "p50 latency", "p99 latency", "server CPU \u00b5s/req", "ctx switches/req", "peak RSS MiB",
+               "p50 latency", "p99 latency", "server CPU \u00b5s/req", "database CPU \u00b5s/req", "ctx switches/req",
+               "peak RSS MiB",
                "client CPU \u00b5s/req", "errors", "limited by", "valid/runs"]
     rows = [("warn" if r.get("valid_runs", 0) < r.get("runs", 0) else "", summary_cells(r, ctx))
             for _, grp in groups(results, ctx) for r in grp]
@@ -951,7 +1036,8 @@ HOW_TO_READ = (
 def render(results: dict) -> str:
     """Return report.html for a results dict as described by results.schema.json."""
     ctx = make_ctx(results)
-    body = "".join([section_header(results, ctx), section_notices(results, ctx), section_charts(results, ctx),
+    body = "".join([section_header(results, ctx), section_notices(results, ctx), section_winners(results, ctx),
+                    section_charts(results, ctx),
                     section_thread_sweep(results, ctx), section_latency(results, ctx), section_fixed_load(results, ctx), section_summary(results, ctx), section_clients(results, ctx),
                     section_comparison(results, ctx),
                     section_environment(results, ctx),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import signal
@@ -13,26 +14,35 @@ from pathlib import Path
 
 from . import procs
 from .clients import Client
-from .targets import ENDPOINTS, Placement, StartError, Target
+from .database import Database
+from .targets import Placement, StartError, Target
 
 SATURATED = 0.90        # a side using this share of its CPUs limited the run
 NOISE_BUSY = 0.10       # a pinned core this busy with other work: noisy
 NOISE_STEAL = 0.05      # ... or this much stolen by the hypervisor
 CURVE_POINTS = (0.0, 10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99, 99.995, 99.999, 100.0)
 RATE_SHORTFALL = 0.02   # a fixed-load run this far below its offered rate: the server could not take it
+DB_IDLE_REQUESTS = 1000  # a db run answering this many requests with no database CPU at all is invalid
 ERROR_CLASSES = ("connect", "read", "write", "timeout", "malformed", "non_2xx", "body")
 
 
 @dataclass(frozen=True)
 class Scenario:
+    """One scenario (scenarios.py makes them): what is requested and how its answers are checked."""
     name: str
     path: str
     pipeline: int
     connections: tuple[int, ...]
+    content_type: str = ""
+    body: bytes | None = None      # the exact body every answer must have, or None (worlds)
+    expect_json: bool = False      # the body compared as JSON (loadgen --expect-json)
+    worlds: int | None = None      # /db: 0 (one World object), /queries: that many World rows
+    database: bool = False         # the server is started with --db for it
+    workload: bool = False         # one of servers/models.json's workloads
 
     def as_json(self) -> dict:
         return {"name": self.name, "path": self.path, "pipeline": self.pipeline,
-                "connections": list(self.connections)}
+                "connections": list(self.connections), "workload": self.workload, "database": self.database}
 
 
 @dataclass
@@ -50,14 +60,11 @@ class Load:
     tmp: Path
     timeout: float = 2.0
     swept: bool = False          # several --server-threads: the log files name the count
+    database: Database | None = None   # the db scenarios' database, whose processes' CPU is read too
 
     @staticmethod
     def url(host: str, port: int, path: str) -> str:
         return f"http://{f'[{host}]' if ':' in host else host}:{port}{path}"
-
-    @staticmethod
-    def expected_body(path: str) -> str:
-        return ENDPOINTS[path][0].decode()
 
     def placed(self, cmd: list[str]) -> list[str]:
         """A client command with the client prefix and pinned to the client CPUs."""
@@ -73,6 +80,8 @@ class Window:
         self.after: dict[int, dict] = {}
         self.cpu_before: dict = {}
         self.cpu_after: dict = {}
+        self.db_before: dict[int, dict] = {}   # the database's processes (a db scenario)
+        self.db_after: dict[int, dict] = {}
         self.seconds = 0.0
 
 
@@ -83,19 +92,31 @@ def _sleep_until(ns: int) -> None:
 
 
 def _run_client(cmd: list[str], seconds: float, out: Path, pids: list[int] | None,
-                announces: bool, read=procs.read_local) -> tuple[int | None, str, str, Window | None, float | None]:
+                announces: bool, read=procs.read_local,
+                db_read=None) -> tuple[int | None, str, str, Window | None, float | None]:
     """Run a load client to completion, killed if it overstays, and read the
     server's processes (pids) when its measured window starts and ends: the
     window it announces (loadgen --announce), else the client's whole life.
     (exit code, stdout, stderr, the window's readings or None, the client's
     CPU seconds by rusage). read(pids): (process samples, CPU lines), here
-    or through the server prefix."""
+    or through the server prefix; db_read(): the database's processes' samples,
+    right after (a db scenario), or None."""
     err_path = out.with_suffix(".stderr")
     window = Window() if pids is not None else None
     stdout, cpu = "", None
+
+    def reading(before: bool) -> None:
+        assert window is not None
+        samples, lines = read(pids)
+        db = db_read() if db_read is not None else {}
+        if before:
+            window.before, window.cpu_before, window.db_before = samples, lines, db
+        else:
+            window.after, window.cpu_after, window.db_after = samples, lines, db
+
     with open(err_path, "wb") as err:
         if window is not None and not announces:
-            window.before, window.cpu_before = read(pids)
+            reading(True)
             t0 = time.monotonic()
         p = procs.spawn(cmd, stdout=subprocess.PIPE, stderr=err)
         limit = seconds + 30.0
@@ -111,10 +132,10 @@ def _run_client(cmd: list[str], seconds: float, out: Path, pids: list[int] | Non
                 if m and window is not None:
                     measure_ns, end_ns = int(m.group(2)), int(m.group(3))
                     _sleep_until(measure_ns)
-                    window.before, window.cpu_before = read(pids)
+                    reading(True)
                     t0 = time.monotonic()
                     _sleep_until(end_ns)
-                    window.after, window.cpu_after = read(pids)
+                    reading(False)
                     window.seconds = time.monotonic() - t0
                 elif window is not None:
                     window = None
@@ -122,7 +143,7 @@ def _run_client(cmd: list[str], seconds: float, out: Path, pids: list[int] | Non
             stdout += p.stdout.read().decode(errors="replace")  # type: ignore[union-attr]
             os.waitid(os.P_PID, p.pid, os.WEXITED | os.WNOWAIT)
             if window is not None and not announces:
-                window.after, window.cpu_after = read(pids)
+                reading(False)
                 window.seconds = time.monotonic() - t0
         finally:
             timer.cancel()
@@ -168,9 +189,12 @@ def run_once(target: Target, place: Placement, load: Load, client: Client, sc: S
                  "client": {"name": client.name, "cpu_s": None, "cpu_basis": None, "rusage_cpu_s": None,
                             "us_per_req": None, "util": None, "engine": None, "exit": None, "note": None},
                  "proxy": None,
+                 "db": None,
                  "commands": {"server": None, "client": [], "warmup": None}}
     if rate is not None:
         rec.update(rate=rate[0], offered_rps=rate[1], latency_uncorrected_us={}, saturated=None)
+    # A db scenario's server gets the database (the models --db URL).
+    place = dataclasses.replace(place, database=sc.database)
     try:
         target.start(place)
     except StartError as e:
@@ -232,10 +256,11 @@ def _measure(target: Target, place: Placement, load: Load, client: Client, sc: S
         rec["server"]["read_via"] = place.server_prefix
     if measured and not pids and not (reader is not None and reader.failure):
         rec["problems"].append("the server's processes were not found: its costs cannot be measured")
+    db = load.database if sc.database and load.database is not None and load.database.measurable else None
     rc, stdout, err, window, rusage = _run_client(
         cmd, (load.warmup if warm is None else 0) + load.duration, out,
         None if pids is None else [*pids, *(proxy_pids or [])], client.announces,
-        reader.read if reader is not None else procs.read_local)
+        reader.read if reader is not None else procs.read_local, db.sample if db is not None else None)
     out.with_suffix(".stdout").write_text(stdout)
     rec["client"]["exit"] = rc
     rec["client"]["rusage_cpu_s"] = rusage
@@ -258,6 +283,12 @@ def _measure(target: Target, place: Placement, load: Load, client: Client, sc: S
             _server_costs(window, load, rec, set(proxy_pids or []))
             for name, part in (target.server_parts() if local else {}).items():
                 _part_costs(window, rec, name, set(part))
+            if db is not None:
+                _db_costs(window, load, rec, local_cpus=reader is None)
+                if (rec["requests"] or 0) >= DB_IDLE_REQUESTS and rec["db"]["cpu_user_s"] + rec["db"]["cpu_sys_s"] == 0:
+                    # Thousands of answers and not one tick of database CPU: they did not come from it.
+                    rec["problems"].append(f"the database did no work during the run ({rec['requests']} requests, "
+                                           "0 CPU ticks): the answers did not come from it")
             _noise(window, load, rec)
     _limit(rec)
 
@@ -342,8 +373,34 @@ def _part_costs(w: Window, rec: dict, name: str, pids: set[int]) -> None:
                  "ctx_switches": c["ctx"], "peak_rss_kib": c["rss"]}
 
 
+def _db_costs(w: Window, load: Load, rec: dict, local_cpus: bool) -> None:
+    """rec["db"]: the database's CPU over the window, per request, and how busy its CPUs were in all
+    (its own work and whatever shares them: by default the load client)."""
+    before, after = w.db_before, w.db_after
+    zero = {"utime": 0, "stime": 0}
+    # A process that started inside the window (a backend) counts from zero.
+    user = sum(max(0, after[p]["utime"] - before.get(p, zero)["utime"]) for p in after) / procs.CLK_TCK
+    sys_ = sum(max(0, after[p]["stime"] - before.get(p, zero)["stime"]) for p in after) / procs.CLK_TCK
+    n = rec["requests"]
+    assert load.database is not None
+    cpus = load.database.cpus
+    busy = procs.cpus_busy(w.cpu_before, w.cpu_after, cpus) if cpus and local_cpus and w.seconds > 0 else None
+    rec["db"] = {"cpu_user_s": user, "cpu_sys_s": sys_,
+                 "cpu_us_per_req": (user + sys_) / n * 1e6 if n else None,
+                 "user_us_per_req": user / n * 1e6 if n else None, "sys_us_per_req": sys_ / n * 1e6 if n else None,
+                 "util": (user + sys_) / w.seconds / (len(cpus) if cpus else os.cpu_count() or 1)
+                 if w.seconds > 0 else None,
+                 "cpus_busy": busy[0] / w.seconds / len(cpus) if busy is not None and cpus else None,
+                 "processes": len(after), "pids": sorted(after)}
+
+
 def _noise(w: Window, load: Load, rec: dict) -> None:
     own_server = (rec["server"]["cpu_user_s"] or 0) + (rec["server"]["cpu_sys_s"] or 0)
+    db = rec.get("db")
+    if db and load.database is not None and load.server_cpus and \
+            (not load.database.cpus or set(load.database.cpus) & set(load.server_cpus)):
+        # The database on the server's CPUs is this run's work, not another job's.
+        own_server += db["cpu_user_s"] + db["cpu_sys_s"]
     for side, cpus, own in (("server", load.server_cpus, own_server), ("client", load.client_cpus, None)):
         if not cpus or w.seconds <= 0:
             continue
@@ -363,9 +420,10 @@ def _limit(rec: dict) -> None:
         rec["limited_by"] = "errors"
         return
     s, c = rec["server"]["util"], rec["client"]["util"]
+    d = (rec.get("db") or {}).get("cpus_busy")
     if s is None and c is None:
         rec["limited_by"] = "unknown"
         return
-    srv_sat, cl_sat = (s or 0) >= SATURATED, (c or 0) >= SATURATED
-    rec["limited_by"] = ("server and client CPU" if srv_sat and cl_sat else "server CPU" if srv_sat
-                         else "client CPU" if cl_sat else "neither" if s is not None else "unknown")
+    sat = [name for name, u in (("server", s), ("client", c), ("database", d)) if (u or 0) >= SATURATED]
+    rec["limited_by"] = (" and ".join([", ".join(sat[:-1]), sat[-1]]) if len(sat) > 2 else " and ".join(sat)) \
+        + " CPU" if sat else "neither" if s is not None else "unknown"

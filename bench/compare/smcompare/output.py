@@ -10,7 +10,7 @@ from .util import fmt_ms, fmt_num, fmt_rate, fmt_ratio, shown_id
 
 SPREADS = ("rps", "server_cpu_us_per_req", "server_user_us_per_req", "server_sys_us_per_req",
            "ctx_switches_per_req", "peak_rss_kib", "client_cpu_us_per_req", "proxy_cpu_us_per_req",
-           "wineserver_cpu_us_per_req")
+           "wineserver_cpu_us_per_req", "db_cpu_us_per_req")
 
 
 def _med(s: dict | None) -> float | None:
@@ -74,22 +74,39 @@ def aligned(lines: list[list], left: set[int]) -> str:
     return out.getvalue()
 
 
+def base_of(results: dict, scenario: str) -> str | None:
+    """The target a scenario's ratios are against (results' baselines; older results: the one baseline)."""
+    bases = results.get("baselines") or {}
+    return bases[scenario] if scenario in bases else results.get("baseline")
+
+
+def is_db(results: dict, scenario: str) -> bool:
+    """The scenario reads the database (its rows have db us/req)."""
+    return any(s.get("database") for s in results["config"].get("scenarios") or [] if s.get("name") == scenario)
+
+
+def base_header(base: str | None) -> str:
+    return f"x {base.split('/')[0]}" if base else "x base"
+
+
 def table(results: dict) -> str:
-    base = results.get("baseline")
-    bx = f"x {base.split('/')[0]}" if base else "x base"
     targets = {t["id"]: t for t in results["targets"]}
     out = io.StringIO()
     hosted = any("vs_bare" in r for r in results["summary"])
     several = len(clients_of(results)) > 1
     sweep = bool(swept(results))
-    head = ["target", *(["client"] if several else []), *(["threads"] if sweep else []),
-            "req/s [min-max]", bx, *(["x bare"] if hosted else []), "p50", "p99",
-            "srv us/req [min-max]", bx, *(["x bare", "proxy us/req"] if hosted else []), "cs/req", "RSS MiB",
-            "cl us/req", "limited by", "valid"]
     groups: dict[tuple, list[dict]] = {}
     for r in order_rows(results):
         groups.setdefault((r["scenario"], r["connections"]), []).append(r)
     for (scenario, conns), rows in groups.items():
+        base = base_of(results, scenario)
+        bx = base_header(base)
+        db = is_db(results, scenario)
+        head = ["target", *(["client"] if several else []), *(["threads"] if sweep else []),
+                "req/s [min-max]", bx, *(["x bare"] if hosted else []), "p50", "p99",
+                "srv us/req [min-max]", bx, *(["x bare", "proxy us/req"] if hosted else []),
+                *(["db us/req [min-max]", bx] if db else []), "cs/req", "RSS MiB",
+                "cl us/req", "limited by", "valid"]
         lines = [head]
         for r in rows:
             lat = r.get("latency_us") or {}
@@ -109,6 +126,8 @@ def table(results: dict) -> str:
                 *([fmt_ratio(bare.get("server_cpu_us_per_req")) if bare else "",
                    fmt_num(_med(r.get("proxy_cpu_us_per_req"))) if r.get("proxy_cpu_us_per_req") else ""]
                   if hosted else []),
+                *([_with_spread(r.get("db_cpu_us_per_req"), fmt_num),
+                   "" if r["target"] == base else fmt_ratio(vs.get("db_cpu_us_per_req"))] if db else []),
                 fmt_num(_med(r["ctx_switches_per_req"])),
                 "-" if rss is None else f"{rss / 1024:.1f}",
                 fmt_num(_med(r["client_cpu_us_per_req"])),
@@ -116,9 +135,72 @@ def table(results: dict) -> str:
                 f"{r['valid_runs']}/{r['runs']}",
             ])
         pipe = rows[0]["pipeline"]
-        out.write(f"\n{scenario}: {conns} connections" + (f", {pipe} requests per write" if pipe > 1 else "") + "\n")
+        path = next((s.get("path") for s in results["config"].get("scenarios") or [] if s.get("name") == scenario),
+                    None)
+        workload = path is not None and not path.startswith(("/plaintext", "/json"))
+        out.write(f"\n{scenario}: {conns} connections" + (f", {pipe} requests per write" if pipe > 1 else "")
+                  + (f", GET {path}" if workload else "")
+                  + (f"; ratios against {base}" if base and base != results.get("baseline") else "") + "\n")
         out.write(aligned(lines, {0, len(head) - 2} | ({1} if several else set())))
     return out.getvalue()
+
+
+WINNER_METRICS = {"rps": ("req/s", "highest", fmt_rate), "server_cpu_us_per_req": ("srv us/req", "lowest", fmt_num),
+                  "db_cpu_us_per_req": ("db us/req", "lowest", fmt_num)}
+
+
+def winners(results: dict) -> str:
+    """Per scenario: which target wins by req/s, server CPU and (db scenarios) database CPU per request,
+    and by how much (against the runner-up, another target, and the baseline)."""
+    entries = results.get("winners") or []
+    if not entries:
+        return ""
+    targets = {t["id"]: t for t in results["targets"]}
+    sweep = bool(swept(results))
+    out = io.StringIO()
+    out.write("\nWinners: the best median per scenario (the floor left out); x: the median over rounds of the "
+              "per-round ratio to the runner-up (the best other target), and the row's x base\n")
+    lines = [["scenario", "by", "winner", "median", "x runner-up", "runner-up", "x base", "base"]]
+    for e in entries:
+        where = winner_where(e, sweep)
+        for i, (metric, w) in enumerate(e["by"].items()):
+            what, best, fmt = WINNER_METRICS[metric]
+            base = e.get("baseline")
+            lines.append([where if i == 0 else "", f"{what} ({best})", shown_id(w["target"], targets.get(w["target"])),
+                          fmt(w["median"]), fmt_ratio(w["vs_runner_up"]),
+                          shown_id(w["runner_up"], targets.get(w["runner_up"])) if w["runner_up"] else "-",
+                          "" if w["target"] == base else fmt_ratio(w["vs_baseline"]),
+                          "(is the base)" if w["target"] == base else (base or "-")])
+    out.write(aligned(lines, {0, 1, 2, 5, 7}))
+    out.write("".join(f"  {line}\n" for line in winner_lines(results)))
+    return out.getvalue()
+
+
+def winner_sentence(e: dict, targets: dict[str, dict]) -> str:
+    """A winners entry in words: 'fastest epoll/composed (31.2k req/s, 1.80x threadpool/composed, ...); ...'."""
+    parts = []
+    for metric, w in e["by"].items():
+        what, _, fmt = WINNER_METRICS[metric]
+        lead = {"rps": "fastest", "server_cpu_us_per_req": "cheapest server CPU per request",
+                "db_cpu_us_per_req": "cheapest database CPU per request"}[metric]
+        text = f"{lead} {shown_id(w['target'], targets.get(w['target']))} ({fmt(w['median'])} {what.split()[-1]}"
+        if w["runner_up"]:
+            text += f", {fmt_ratio(w['vs_runner_up'])} {shown_id(w['runner_up'], targets.get(w['runner_up']))}"
+        if w["target"] != e.get("baseline") and w["vs_baseline"] is not None:
+            text += f", {fmt_ratio(w['vs_baseline'])} {e['baseline']}"
+        parts.append(text + ")")
+    return "; ".join(parts)
+
+
+def winner_where(e: dict, sweep: bool) -> str:
+    return f"{e['scenario']} c{e['connections']}" + (f" t{e['threads']}" if sweep and e.get("threads") else "")
+
+
+def winner_lines(results: dict) -> list[str]:
+    """One sentence per scenario: 'db c64: fastest epoll/composed (..., 1.80x threadpool/composed); ...'."""
+    targets = {t["id"]: t for t in results["targets"]}
+    sweep = bool(swept(results))
+    return [f"{winner_where(e, sweep)}: {winner_sentence(e, targets)}" for e in results.get("winners") or []]
 
 
 def thread_sweep(results: dict) -> str:
@@ -138,8 +220,10 @@ def thread_sweep(results: dict) -> str:
         groups.setdefault((r["scenario"], r["connections"]), []).append(r)
     for (scenario, conns), rs in groups.items():
         out.write(f"\n{scenario}: {conns} connections\n")
+        db = is_db(results, scenario)
         lines = [["target", *(["client"] if several else []), "threads", "req/s [min-max]", f"x t{first}",
-                  "srv us/req [min-max]", f"x t{first}", "OS threads", "limited by", "valid"]]
+                  "srv us/req [min-max]", f"x t{first}", *(["db us/req [min-max]", f"x t{first}"] if db else []),
+                  "OS threads", "limited by", "valid"]]
         for r in rs:
             for i, pt in enumerate(r["points"]):
                 vs = {} if pt["threads"] == first else pt["vs_first"]
@@ -148,6 +232,8 @@ def thread_sweep(results: dict) -> str:
                               _with_spread(pt["rps"], fmt_rate), "" if not vs else fmt_ratio(vs.get("rps")),
                               _with_spread(pt["server_cpu_us_per_req"], fmt_num),
                               "" if not vs else fmt_ratio(vs.get("server_cpu_us_per_req")),
+                              *([_with_spread(pt.get("db_cpu_us_per_req"), fmt_num),
+                                 "" if not vs else fmt_ratio(vs.get("db_cpu_us_per_req"))] if db else []),
                               _with_spread(pt["os_threads"], lambda x: f"{x:g}"),
                               pt["limited_by"], f"{pt['valid_runs']}/{pt['runs']}"])
         out.write(aligned(lines, {0, len(lines[0]) - 2} | ({1} if several else set())))
@@ -213,10 +299,26 @@ def fixed_load(results: dict) -> str:
     return out.getvalue()
 
 
-def problems(results: dict) -> str:
-    """Skipped and failed targets, invalid and noisy runs, in words."""
-    out = io.StringIO()
+def unserved_notes(results: dict) -> list[str]:
+    """The scenarios targets do not serve, one line per reason: 'nginx, h2o: fortunes, db: answers only ...'."""
+    groups: dict[tuple, list[str]] = {}
     for t in results["targets"]:
+        reasons: dict[str, list[str]] = {}
+        for sc, why in (t.get("unserved") or {}).items():
+            reasons.setdefault(why, []).append(sc)
+        for why, scs in reasons.items():
+            groups.setdefault((", ".join(scs), why), []).append(shown_id(t["id"], t))
+    return [f"{', '.join(ids)}: not {scs}: {why}" for (scs, why), ids in groups.items()]
+
+
+def problems(results: dict) -> str:
+    """Skipped and failed targets, scenarios left out, invalid and noisy runs, in words."""
+    out = io.StringIO()
+    for line in unserved_notes(results):
+        out.write(f"  SKIPPED  {line}\n")
+    for t in results["targets"]:
+        if t["status"] == "skipped" and t.get("unserved") and t.get("reason") == "serves none of the chosen scenarios":
+            continue    # said above
         if t["status"] in ("skipped", "failed"):
             out.write(f"  {t['status'].upper():8} {shown_id(t['id'], t)}: {t['reason']}\n")
         elif t.get("reason"):
@@ -272,7 +374,8 @@ def csv_text(results: dict) -> str:
         cols += [f"{s}_median", f"{s}_min", f"{s}_max"]
     cols += [f"latency_p{k}_us" if k not in ("max", "mean") else f"latency_{k}_us" for k in LATENCY_KEYS]
     cols += ["vs_baseline_rps", "vs_baseline_server_cpu_us_per_req", "vs_baseline_latency_p99_us",
-             "vs_bare_rps", "vs_bare_server_cpu_us_per_req", "vs_bare_latency_p99_us",
+             "vs_baseline_db_cpu_us_per_req",
+             "vs_bare_rps", "vs_bare_server_cpu_us_per_req", "vs_bare_latency_p99_us", "vs_bare_db_cpu_us_per_req",
              "errors", "limited_by", "baseline"]
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
@@ -285,7 +388,7 @@ def csv_text(results: dict) -> str:
                 "client": client_of(r), "threads": "" if r.get("threads") is None else r["threads"],
                 "runs": r["runs"], "valid_runs": r["valid_runs"],
                 "errors": " ".join(f"{k}={v}" for k, v in sorted(r["errors"].items())),
-                "limited_by": r["limited_by"], "baseline": results.get("baseline") or ""}
+                "limited_by": r["limited_by"], "baseline": base_of(results, r["scenario"]) or ""}
         for s in SPREADS:
             sp = r.get(s) or {}
             for k in ("median", "min", "max"):

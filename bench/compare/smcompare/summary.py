@@ -8,7 +8,10 @@ from collections import Counter
 from .util import spread
 
 LATENCY_KEYS = ("50", "75", "90", "99", "99.9", "99.99", "max", "mean")
-COMPARED = (("rps", "higher"), ("server_cpu_us_per_req", "lower"), ("latency_p99_us", "lower"))
+COMPARED = (("rps", "higher"), ("server_cpu_us_per_req", "lower"), ("latency_p99_us", "lower"),
+            ("db_cpu_us_per_req", "lower"))
+# What the winners are picked by (db_cpu_us_per_req only in the db scenarios).
+WON_BY = (("rps", "higher"), ("server_cpu_us_per_req", "lower"), ("db_cpu_us_per_req", "lower"))
 
 
 def client_of(r: dict) -> str:
@@ -47,16 +50,40 @@ def _metric(run: dict, name: str) -> float | None:
         return run["server"].get("cpu_us_per_req")
     if name == "latency_p99_us":
         return (run.get("latency_us") or {}).get("99")
+    if name == "db_cpu_us_per_req":
+        return (run.get("db") or {}).get("cpu_us_per_req")
     raise KeyError(name)
 
 
-def summarize(runs: list[dict], baseline: str | None) -> list[dict]:
+def scenario_baselines(results: dict) -> dict[str, str | None]:
+    """Per scenario, the target its ratios are against: the baseline where it ran the scenario; else (nginx
+    and the workloads) the first native model that did, else the first target that did (the floor last)."""
+    base = results.get("baseline")
+    targets = [t for t in results.get("targets") or [] if t.get("status") == "measured"]
+    out: dict[str, str | None] = {}
+    for sc in (results.get("config") or {}).get("scenarios") or []:
+        name = sc.get("name")
+        ran = [t for t in targets if name in (t.get("scenarios") or [])]
+        ids = [t["id"] for t in ran]
+        if base in ids or not ran:
+            out[name] = base if base in ids else None
+            continue
+        models = [t["id"] for t in ran if t.get("kind") == "model" and not t.get("under") and "@" not in t["id"]]
+        others = [t["id"] for t in ran if t.get("kind") != "floor"]
+        out[name] = (models or others or ids)[0]
+    return out
+
+
+def summarize(runs: list[dict], baseline: str | None | dict[str, str | None]) -> list[dict]:
+    """The rows; baseline: the target the ratios are against, or one per scenario (scenario_baselines)."""
     groups: dict[tuple, list[dict]] = {}
     for r in runs:
         groups.setdefault(row_key(r), []).append(r)
+    base_of_scenario = baseline if isinstance(baseline, dict) else None
     # A run's baseline run: the one of its pair (--pairing adjacent), else
     # the baseline's run in the same round, scenario and connection count.
-    base_runs = [r for r in runs if r["target"] == baseline and r["valid"]]
+    base_runs = [r for r in runs if r["valid"] and r["target"] == (
+        base_of_scenario.get(r["scenario"]) if base_of_scenario is not None else baseline)]
     by_pair = {r["pair"]: r for r in base_runs if r.get("pair") is not None}
     by_round: dict[tuple, dict[int | None, dict]] = {}
     for r in base_runs:
@@ -117,6 +144,7 @@ def summarize(runs: list[dict], baseline: str | None) -> list[dict]:
             "client_cpu_us_per_req": spread([r["client"]["us_per_req"] for r in ok]),
             "proxy_cpu_us_per_req": spread([(r.get("proxy") or {}).get("cpu_us_per_req") for r in ok]),
             "wineserver_cpu_us_per_req": spread([(r.get("wineserver") or {}).get("cpu_us_per_req") for r in ok]),
+            "db_cpu_us_per_req": spread([(r.get("db") or {}).get("cpu_us_per_req") for r in ok]),
             "errors": dict(errors),
             "limited_by": limits.most_common(1)[0][0] if limits else ("errors" if rs else "unknown"),
             "vs_baseline": {},
@@ -190,6 +218,7 @@ def thread_sweep(runs: list[dict], counts: list[int]) -> list[dict]:
             points.append({"threads": n, "runs": len(at), "valid_runs": len(ok),
                            "rps": spread([r["rps"] for r in ok]),
                            "server_cpu_us_per_req": spread([r["server"]["cpu_us_per_req"] for r in ok]),
+                           "db_cpu_us_per_req": spread([(r.get("db") or {}).get("cpu_us_per_req") for r in ok]),
                            "os_threads": spread([r["server"].get("os_threads") for r in ok]),
                            "limited_by": limits.most_common(1)[0][0] if limits else "errors",
                            "vs_first": _ratios(ok, lambda r: first.get(r["round"]))})
@@ -230,8 +259,68 @@ def compare(old: dict, new_rows: list[dict], old_path: str) -> dict:
         for name, _better in COMPARED:
             a, b = _row_metric(o, name), _row_metric(row, name)
             om, nm = (a or {}).get("median"), (b or {}).get("median")
+            if om is None and nm is None:
+                continue    # a metric neither run has (db CPU outside the db scenarios)
             change = (nm / om - 1) if om and nm is not None else None
             significant = bool(a and b and (b["min"] > a["max"] or b["max"] < a["min"]))
             out.append({"target": row["target"], "scenario": row["scenario"], "connections": row["connections"],
                         "client": client_of(row), "threads": row.get("threads"), "metric": name, "old": om, "new": nm, "change": change, "significant": significant})
     return {"old": old_path, "old_started": old.get("started"), "rows": out}
+
+
+def winners(results: dict) -> list[dict]:
+    """Per scenario, connection count and thread count (of the first client's rows): the target with the
+    best median by req/s (highest), server CPU per request and, in the db scenarios, database CPU per
+    request (lowest); its ratio to the runner-up (the best of the other targets by name: another model,
+    peer or contender, not the winner's other mode or hosting) as the median over rounds of the per-round
+    ratio, and its ratio to the scenario's baseline (its vs_baseline). The floor is a reference, not a
+    server: it is left out."""
+    clients = (results.get("config") or {}).get("clients") or ["loadgen"]
+    counts = (results.get("config") or {}).get("server_thread_counts") or []
+    targets = {t["id"]: t for t in results.get("targets") or []}
+    baselines = results.get("baselines") or {}
+    scenarios = {sc.get("name"): sc for sc in (results.get("config") or {}).get("scenarios") or []}
+    rows = [r for r in results.get("summary") or [] if client_of(r) == clients[0] and r.get("valid_runs")
+            and (targets.get(r["target"]) or {}).get("kind") != "floor"]
+    runs = {}
+    for r in results.get("runs") or []:
+        if r.get("valid") and client_of(r) == clients[0]:
+            runs.setdefault((r["target"], r["scenario"], r["connections"], r.get("threads")), {})[r["round"]] = r
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        # A target that takes no thread count ran beside the largest count.
+        n = r.get("threads") if r.get("threads") is not None or not counts else max(counts)
+        groups.setdefault((r["scenario"], r["connections"], n), []).append(r)
+    order = list(scenarios)
+    out = []
+    for (scenario, conns, n), rs in sorted(groups.items(), key=lambda kv: (
+            order.index(kv[0][0]) if kv[0][0] in order else len(order), kv[0][1], kv[0][2] or 0)):
+        entry = {"scenario": scenario, "connections": conns, "threads": n, "client": clients[0],
+                 "baseline": baselines.get(scenario, results.get("baseline")), "by": {}}
+        for metric, better in WON_BY:
+            if metric == "db_cpu_us_per_req" and not (scenarios.get(scenario) or {}).get("database"):
+                continue
+            ranked = sorted([r for r in rs if (r.get(metric) or {}).get("median") is not None],
+                            key=lambda r: r[metric]["median"] * (-1 if better == "higher" else 1))
+            if not ranked:
+                continue
+            win = ranked[0]
+            name = (targets.get(win["target"]) or {}).get("name", win["target"])
+            runner = next((r for r in ranked[1:] if (targets.get(r["target"]) or {}).get("name", r["target"]) != name),
+                          None)
+            vs_runner = None
+            if runner is not None:
+                mine = runs.get((win["target"], scenario, conns, win.get("threads"))) or {}
+                theirs = runs.get((runner["target"], scenario, conns, runner.get("threads"))) or {}
+                ratios = [_metric(mine[k], metric) / _metric(theirs[k], metric) for k in mine
+                          if k in theirs and _metric(mine[k], metric) is not None and _metric(theirs[k], metric)]
+                vs_runner = statistics.median(ratios) if ratios else (
+                    win[metric]["median"] / runner[metric]["median"] if runner[metric]["median"] else None)
+            entry["by"][metric] = {
+                "target": win["target"], "median": win[metric]["median"],
+                "runner_up": runner["target"] if runner else None,
+                "runner_up_median": runner[metric]["median"] if runner else None,
+                "vs_runner_up": vs_runner, "vs_baseline": (win.get("vs_baseline") or {}).get(metric)}
+        if entry["by"]:
+            out.append(entry)
+    return out

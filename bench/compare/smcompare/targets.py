@@ -43,6 +43,7 @@ STARTUP_TIMEOUT = 15.0
 
 # path: (expected body, Content-Type prefix), of the endpoints measured
 ENDPOINTS = {e.path: (e.body, e.content_type) for e in BENCHMARKED}
+HELLO_ONLY = "answers only /plaintext and /json"
 
 
 class StartError(Exception):
@@ -65,6 +66,22 @@ class Placement:
     tmp: Path
     max_connections: int = 0     # the most any run opens (limits are raised to fit)
     thread_counts: tuple[int, ...] = ()   # --server-threads as given (a sweep: several)
+    db_url: str | None = None    # the db scenarios' database (libpq connection string), when there is one
+    db_shown: str | None = None  # the same as recorded (a password of the user's replaced by ***)
+    db_connections: int | None = None     # --db-connections, passed on when given
+    database: bool = False       # this start is for a db scenario: the models get --db
+
+    def db_args(self) -> list[str]:
+        """A model's database options for this start: --db URL [--db-connections N], or none."""
+        if not (self.database and self.db_url):
+            return []
+        return ["--db", self.db_url, *(["--db-connections", str(self.db_connections)] if self.db_connections else [])]
+
+    def recorded(self, cmd: list[str]) -> list[str]:
+        """A command as results.json records it: the user's database password not in it."""
+        if not self.db_url or self.db_shown == self.db_url:
+            return cmd
+        return [a.replace(self.db_url, self.db_shown or "") for a in cmd]
 
     @property
     def threads_text(self) -> str:
@@ -89,9 +106,13 @@ class Placement:
                 raise StartError(f"nothing accepts connections on {self.target_host}:{port} after "
                                  f"{timeout:.0f}s ({why})", False)
 
-    def check(self, port: int, path: str, depth: int) -> str | None:
-        body, ctype = ENDPOINTS[path]
-        return self._probe(["check", self.target_host, str(port), path, body.decode(), ctype, str(depth)])
+    def check(self, port: int, sc, depth: int) -> str | None:
+        """probe.py's check of a scenario's answers (measure.Scenario): its exact body, or World rows."""
+        if sc.body is None:
+            return self._probe(["check-worlds", self.target_host, str(port), sc.path, str(sc.worlds or 0),
+                                sc.content_type, str(depth)])
+        return self._probe(["check", self.target_host, str(port), sc.path, sc.body.decode(), sc.content_type,
+                            str(depth)])
 
     def _probe(self, argv: list[str]) -> str | None:
         if not self.client_prefix:
@@ -119,7 +140,6 @@ class Target:
     mode: str | None
     label: str
     requested: bool = False
-    paths: tuple[str, ...] = ("/plaintext", "/json")
     status: str = "pending"        # measured | skipped | failed (pending while checking)
     reason: str | None = None
     command: list[str] | None = None
@@ -132,8 +152,14 @@ class Target:
     # Started with Placement.server_threads threads/workers: a thread sweep
     # measures it at each count (a contender only with {threads} in its command).
     takes_threads: bool = True
+    # The chosen scenarios it does not serve, and why (preflight): left out with a note, not a failure.
+    unserved: dict[str, str] = field(default_factory=dict)
 
     # -- to be provided by kinds
+    def cannot(self, sc, place: Placement) -> str | None:
+        """Why this target does not serve scenario sc (measure.Scenario) at all, or None: it is checked."""
+        return None
+
     def argv(self, place: Placement) -> list[str]:
         raise NotImplementedError
 
@@ -191,6 +217,18 @@ class ModelTarget(Target):
         super().__init__(id=tid, name=name, kind=kind, mode=mode, label=label, requested=requested)
         self.binary = binary
         self.ready_line = ""
+        # cached mode with composed also measured: the workloads run in composed only (build_targets)
+        self.workloads_in: str | None = None
+
+    def cannot(self, sc, place: Placement) -> str | None:
+        if self.kind == "floor":
+            return (f"{HELLO_ONLY} (one canned response per request)" if sc.workload else None)
+        if sc.workload and self.workloads_in:
+            return (f"not run in {self.mode} mode: it caches only the Hello World responses, so a workload is "
+                    f"the same work per request as in {self.workloads_in}")
+        if sc.database and not place.db_url:
+            return "no database"
+        return None
 
     def argv(self, place: Placement) -> list[str]:
         cmd = [str(self.binary), "--address", place.listen_address, "--port", "0",
@@ -201,7 +239,7 @@ class ModelTarget(Target):
             cmd += ["--mode", self.mode]
         if place.max_connections > 10000:   # the models' default --max-connections
             cmd += ["--max-connections", str(place.max_connections + 64)]
-        return cmd
+        return cmd + place.db_args()
 
     def start(self, place: Placement) -> None:
         if not place.remote and not self.binary.exists():
@@ -211,11 +249,11 @@ class ModelTarget(Target):
     def _start_argv(self, place: Placement, argv: list[str], env: dict[str, str] | None = None,
                     stop_signal: int = signal.SIGTERM) -> None:
         """Start argv (pinned), wait for the ready line, take the port from it."""
-        self.command = place.pin(argv)
+        cmd = place.pin(argv)
+        self.command = place.recorded(cmd)
         err_path = self._stderr_path(place)
         with open(err_path, "wb") as err:
-            self.proc = procs.spawn(self.command, stop_signal=stop_signal, env=env, stdout=subprocess.PIPE,
-                                    stderr=err)
+            self.proc = procs.spawn(cmd, stop_signal=stop_signal, env=env, stdout=subprocess.PIPE, stderr=err)
         line = self._ready_line(err_path)
         m = re.match(r"listening on http://(\[[^\]]+\]|[^:/\s]+):(\d+)\b", line)
         if not m:
@@ -259,10 +297,11 @@ class PortTarget(Target):
     """A server started on a port chosen here, ready once the port accepts."""
 
     def _spawn_on_port(self, place: Placement, argv: list[str]) -> None:
-        self.command = place.pin(argv)
+        cmd = place.pin(argv)
+        self.command = place.recorded(cmd)
         err_path = self._stderr_path(place)
         with open(err_path, "wb") as err:
-            self.proc = procs.spawn(self.command, stdout=err, stderr=subprocess.STDOUT)
+            self.proc = procs.spawn(cmd, stdout=err, stderr=subprocess.STDOUT)
         try:
             place.wait_port(self.port, self.proc)
         except StartError as e:
@@ -299,6 +338,11 @@ class PeerTarget(PortTarget):
     def describe_version(self, out: str) -> str:
         return (out.splitlines() or [self.name])[0]
 
+    def cannot(self, sc, place: Placement) -> str | None:
+        return f"{HELLO_ONLY} ({self.serves}, bench/peers/{self.name}.conf.in)" if sc.workload else None
+
+    serves = ""
+
     def describe(self, place: Placement) -> str:
         raise NotImplementedError
 
@@ -311,6 +355,7 @@ class PeerTarget(PortTarget):
 
 class NginxTarget(PeerTarget):
     version_flag = "-v"
+    serves = "return 200 of their bodies"
 
     def __init__(self, exe: str, requested: bool) -> None:
         super().__init__("nginx", exe, requested)
@@ -331,6 +376,8 @@ class NginxTarget(PeerTarget):
 
 
 class H2oTarget(PeerTarget):
+    serves = "their bodies as static files"
+
     def __init__(self, exe: str, requested: bool) -> None:
         super().__init__("h2o", exe, requested)
 
@@ -351,19 +398,28 @@ class H2oTarget(PeerTarget):
 
 
 class ContenderTarget(PortTarget):
-    """--contender NAME='COMMAND with {port}, {host} and {threads}'. One
+    """--contender NAME='COMMAND with {port}, {host}, {threads} and {db}'. One
     without {threads} takes no thread count: a thread sweep runs it once per
-    round and scenario, beside the runs at the largest count."""
+    round and scenario, beside the runs at the largest count. One without
+    {db} (the database's connection string) takes no database: the db
+    scenarios leave it out. A workload it answers with 404 (or 405, 501) it
+    does not serve: that scenario leaves it out, with a note."""
 
     def __init__(self, name: str, template: str) -> None:
         super().__init__(id=name, name=name, kind="contender", mode=None, label=template, requested=True,
                          takes_threads="{threads}" in template)
         self.template = template
 
+    def cannot(self, sc, place: Placement) -> str | None:
+        if sc.database and "{db}" not in self.template:
+            return "takes no database: its command has no {db}"
+        return None
+
     def start(self, place: Placement) -> None:
         self.port = procs.free_port()
         argv = [a.replace("{port}", str(self.port)).replace("{host}", place.listen_address)
-                .replace("{threads}", str(place.server_threads)) for a in shlex.split(self.template)]
+                .replace("{threads}", str(place.server_threads)).replace("{db}", place.db_url or "")
+                for a in shlex.split(self.template)]
         if not place.remote and shutil.which(argv[0]) is None:
             raise StartError(f"{argv[0]!r} not found", True)
         self._spawn_on_port(place, argv)
