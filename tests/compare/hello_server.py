@@ -13,7 +13,11 @@ with the right Content-Type but a wrong body; --behave plaintext-only answers /p
 right and /json with a wrong body. Misbehaving under load only (the harness's
 answer check, a few dozen requests, passes): --behave flaky answers every 10th
 request after the first 200 with 500; --behave die-after exits after 300
-requests.
+requests. The workloads: every behaviour but workloads-garbage answers
+/fortunes, /db and /queries with 404 (it does not serve them);
+--behave workloads-garbage answers /fortunes with TechEmpower's page (from
+bench/compare's smcompare.workloads) and /db and /queries with JSON that is
+not World rows. --db URL is accepted and ignored (a contender's {db}).
 
 --marker FILE: append "started PID" to FILE once listening (the tests use it
 to see whether the harness started the contender at all). --token is ignored:
@@ -38,6 +42,7 @@ import signal
 import socket
 import sys
 import time
+from pathlib import Path
 
 PLAINTEXT = b"Hello, World!"
 JSON = b'{"message":"Hello, World!"}'
@@ -60,6 +65,16 @@ def response(status: bytes, ctype: bytes, body: bytes, close: bool) -> bytes:
 
 
 ANSWERED = 0
+_PAGE: bytes | None = None
+
+
+def fortunes_page() -> bytes:
+    global _PAGE
+    if _PAGE is None:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench" / "compare"))
+        from smcompare.workloads import fortunes_page as page  # noqa: PLC0415
+        _PAGE = page()
+    return _PAGE
 
 
 def answer(behave: str, method: bytes, target: bytes, close: bool) -> bytes:
@@ -73,6 +88,13 @@ def answer(behave: str, method: bytes, target: bytes, close: bool) -> bytes:
     if behave == "404":
         return response(b"404 Not Found", b"text/plain", b"not here", close)
     good = behave in ("ok", "flaky", "die-after")
+    if behave == "workloads-garbage" and method in (b"GET", b"HEAD"):
+        if path == b"/fortunes":
+            return response(b"200 OK", b"text/html; charset=utf-8", fortunes_page(), close)
+        if path == b"/db":
+            return response(b"200 OK", b"application/json", b'{"id":"one","randomNumber":7}', close)
+        if path == b"/queries":
+            return response(b"200 OK", b"application/json", b"[]", close)
     if path == b"/plaintext" and method in (b"GET", b"HEAD"):
         body = PLAINTEXT if good or behave == "plaintext-only" else b"Goodbye, World?"
         return response(b"200 OK", b"text/plain", body, close)
@@ -230,7 +252,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, required=True)
-    ap.add_argument("--behave", choices=("ok", "404", "wrong-body", "plaintext-only", "flaky", "die-after"), default="ok")
+    ap.add_argument("--behave", choices=("ok", "404", "wrong-body", "plaintext-only", "flaky", "die-after",
+                                         "workloads-garbage"), default="ok")
+    ap.add_argument("--db")
     ap.add_argument("--marker")
     ap.add_argument("--token")
     ap.add_argument("--on-sigterm", choices=("exit", "die"), default="exit")

@@ -648,6 +648,245 @@ class ThreadSweep(CompareTestCase):
         self.assertNoLeftovers(results, run)
 
 
+def postgres_missing() -> str | None:
+    """Why no PostgreSQL server can be started here (scripts/pg.sh needs initdb, pg_ctl, postgres), or None."""
+    dirs = [os.environ["SM_PG_BINDIR"]] if os.environ.get("SM_PG_BINDIR") else \
+        [str(p) for p in Path("/usr/lib/postgresql").glob("*/bin")]
+    if any(all(os.access(os.path.join(d, b), os.X_OK) for b in ("initdb", "pg_ctl", "postgres")) for d in dirs):
+        return None
+    return "no PostgreSQL server installed (scripts/deps.sh test: postgresql-15)"
+
+
+def postgres_of(data_dir: str) -> list[str]:
+    """The processes of a cluster: the postmaster has its data directory in its command line; its children
+    (postgres: ...) are found as its descendants."""
+    found = []
+    for pid in cmptest.all_pids():
+        info = cmptest.alive(pid)
+        if info and any(data_dir in a for a in info.cmdline):
+            found.append(info.text())
+    return found
+
+
+class Workloads(CompareTestCase):
+    DB_SCENARIOS = ("fortunes-db", "db", "queries-5")
+    SCENARIOS = ("fortunes", *DB_SCENARIOS)
+
+    def setUp(self) -> None:
+        super().setUp()
+        why = postgres_missing()
+        if why:
+            self.skipTest(why)
+
+    def assertDatabaseGone(self, db: dict, out: Path, context: str) -> None:
+        """The PostgreSQL the harness started is stopped and its cluster removed; its log kept."""
+        self.assertIs(db.get("managed"), True, db)
+        self.assertEqual(db.get("dir"), str(out / "postgres"), db)
+        data = db.get("data_dir")
+        self.assertTrue(data and data.endswith("/data"), db)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and (Path(data).exists() or postgres_of(data)):
+            time.sleep(0.2)
+        self.assertFalse(Path(data).exists(), f"the cluster {data} was not removed" + context)
+        self.assertEqual(postgres_of(data), [], "PostgreSQL processes of the run are still running" + context)
+        pid = db.get("postmaster_pid")
+        self.assertIsInstance(pid, int, db)
+        left = cmptest.alive(pid)
+        self.assertFalse(left is not None and left.cmdline[:1] and "postgres" in left.cmdline[0],
+                         f"the postmaster {pid} still runs: {left and left.text()}" + context)
+        self.assertFalse((out / "postgres" / "pg.env").exists(), "pg.sh's state is left" + context)
+        self.assertTrue((out / "postgres" / "postgres.log").is_file(), "the server log is kept")
+
+    def test_workloads(self) -> None:
+        """fortunes, fortunes-db, db and queries-5 against server-epoll and server-threadpool: one PostgreSQL
+        for the run, pinned to the client CPUs, the models started with --db (and --db-connections) for the
+        db scenarios only; valid rows with server and database CPU per request; nginx (when installed) and a
+        contender without {db} that answers /fortunes with 404 skipped for them with a note, not failed; the
+        winners per scenario; the schema, the table, results.csv and report.html; the database stopped and
+        its cluster removed."""
+        if not (cmptest.Config.build_dir / "servers/threadpool/server-threadpool").exists():
+            self.skipTest("server-threadpool is not built")
+        nginx = shutil.which("nginx") is not None
+        targets = ["epoll", "threadpool"] + (["nginx"] if nginx else [])
+        run = self.s.run(["--rounds", "2", "--duration", "0.8", "--warmup", "0.2", "--pause", "0",
+                          "--targets", ",".join(targets), "--modes", "composed", "--connections", "16",
+                          "--scenarios", "fortunes,fortunes-db,db,queries", "--queries", "5",
+                          "--db-connections", "2", "--contender", f"hello={self.s.hello()}"], timeout=150)
+        self.assertExit(run, 0)
+        results = self.results(run)
+        self.assertValid(results, run)
+        cfg = results["config"]
+        self.assertEqual([sc["name"] for sc in cfg["scenarios"]], list(self.SCENARIOS))
+        self.assertEqual({sc["name"]: sc["database"] for sc in cfg["scenarios"]},
+                         {"fortunes": False, "fortunes-db": True, "db": True, "queries-5": True})
+        self.assertEqual(next(sc["path"] for sc in cfg["scenarios"] if sc["name"] == "queries-5"), "/queries?queries=5")
+        self.assertEqual((cfg["queries"], cfg["db_connections"]), ([5], 2))
+        db = results["database"]
+        self.assertEqual((db["cpus"], cfg["db_cpus"]), (cfg["client_cpus"], cfg["client_cpus"]),
+                         "the database is pinned to the client CPUs by default")
+        self.assertTrue(db["measured"] and db["version"].startswith("PostgreSQL"), db)
+        self.assertNotIn("benchmarkdbpass", json.dumps(results), "the password is in results.json")
+
+        for tid in ("epoll/composed", "threadpool/composed"):
+            runs = self.assertMeasured(results, tid, run)
+            self.assertEqual(sorted(r["scenario"] for r in runs), sorted(list(self.SCENARIOS) * 2), tid)
+            for r in runs:
+                server = r["commands"]["server"]
+                srv = r["server"]
+                self.assertGreater(srv["cpu_us_per_req"], 0, f"{tid} {r['scenario']}: {srv}")
+                if r["scenario"] == "fortunes":
+                    self.assertNotIn("--db", server, f"{tid} fortunes (memory) started with a database: {server}")
+                    self.assertIsNone(r["db"], f"{tid} fortunes: {r['db']}")
+                    client = r["commands"]["client"]
+                    page = client[client.index("--expect-body") + 1]
+                    self.assertTrue(page.startswith("<!DOCTYPE html>") and "<tr><td>0</td><td>Additional fortune "
+                                    "added at request time.</td></tr>" in page and "&lt;script&gt;alert(&quot;This"
+                                    in page and "aren&#39;t" in page, f"loadgen checks no Fortunes page: {client}")
+                    continue
+                self.assertTrue(has_option(server, ("--db",), None) and has_option(server, ("--db-connections",), "2"),
+                                f"{tid} {r['scenario']}: {server}")
+                self.assertIn("***", server[server.index("--db") + 1], server)
+                d = r["db"]
+                self.assertIsInstance(d, dict, f"{tid} {r['scenario']}: no database figures")
+                self.assertGreater(d["cpu_us_per_req"], 0, f"{tid} {r['scenario']}: {d}")
+                self.assertGreater(d["processes"], 1, d)
+            for row in rows_of(results, tid):
+                want_db = row["scenario"] in self.DB_SCENARIOS
+                self.assertEqual(row["db_cpu_us_per_req"] is not None, want_db, f"{tid} {row['scenario']}: {row}")
+                self.assertEqual(row["valid_runs"], 2, row)
+        self.assertEqual(set(results["baselines"].values()), {"epoll/composed"}, results["baselines"])
+
+        # Skipped for every scenario, with a note each, and not a failure (exit 0 above).
+        targets_by = by_id(results)
+        hello = targets_by["hello"]
+        self.assertEqual(hello["status"], "skipped", hello)
+        self.assertIn("404", hello["unserved"]["fortunes"])
+        for sc in self.DB_SCENARIOS:
+            self.assertIn("{db}", hello["unserved"][sc], hello)
+        self.assertEqual(runs_of(results, "hello"), [])
+        self.assertIn("SKIPPED  hello: not fortunes-db, db, queries-5: takes no database", run.stdout, run.describe(3000))
+        if nginx:
+            t = targets_by["nginx"]
+            self.assertEqual((t["status"], sorted(t["unserved"])), ("skipped", sorted(self.SCENARIOS)), t)
+            self.assertEqual(runs_of(results, "nginx"), [])
+            lines = [ln for ln in run.stdout.splitlines() if "nginx" in ln and "SKIPPED" in ln]
+            self.assertEqual(len(lines), 1, f"one note for nginx: {lines}" + run.describe(3000))
+            self.assertIn("not fortunes, fortunes-db, db, queries-5: answers only /plaintext and /json", lines[0])
+
+        # The winners: per scenario by req/s and server CPU (db scenarios: database CPU too), with the ratio
+        # to the runner-up from the runs of the same rounds.
+        wins = {w["scenario"]: w for w in results["winners"]}
+        self.assertEqual(sorted(wins), sorted(self.SCENARIOS))
+        runs = {(r["target"], r["scenario"], r["round"]): r for r in results["runs"]}
+        get = {"rps": lambda r: r["rps"], "server_cpu_us_per_req": lambda r: r["server"]["cpu_us_per_req"],
+               "db_cpu_us_per_req": lambda r: r["db"]["cpu_us_per_req"]}
+        for sc, w in wins.items():
+            want = ["rps", "server_cpu_us_per_req"] + (["db_cpu_us_per_req"] if sc in self.DB_SCENARIOS else [])
+            self.assertEqual(list(w["by"]), want, w)
+            self.assertEqual(w["baseline"], "epoll/composed")
+            for metric, entry in w["by"].items():
+                pair = {entry["target"], entry["runner_up"]}
+                self.assertEqual(pair, {"epoll/composed", "threadpool/composed"}, entry)
+                rows = {r["target"]: r for r in results["summary"] if r["scenario"] == sc}
+                medians = {t: rows[t][metric]["median"] for t in pair}
+                best = max(medians, key=medians.get) if metric == "rps" else min(medians, key=medians.get)
+                self.assertEqual(entry["target"], best, f"{sc} {metric}: {entry} {medians}")
+                ratios = sorted(get[metric](runs[(entry["target"], sc, rnd)]) /
+                                get[metric](runs[(entry["runner_up"], sc, rnd)]) for rnd in (1, 2))
+                self.assertAlmostEqual(entry["vs_runner_up"], sum(ratios) / 2, places=9, msg=f"{sc} {metric}")
+                self.assertEqual(entry["vs_baseline"], rows[entry["target"]]["vs_baseline"][metric])
+        self.assertIn("Winners", run.stdout)
+        self.assertRegex(run.stdout, r"\n  db c16: fastest (epoll|threadpool)/composed \(\S+ req/s, \d+\.\d\dx "
+                                     r"(epoll|threadpool)/composed[^)]*\); cheapest server CPU per request .*; "
+                                     r"cheapest database CPU per request ", run.describe(4000))
+
+        # The terminal: the db column in the db scenarios' tables only.
+        for sc in self.SCENARIOS:
+            block = run.stdout[run.stdout.index(f"\n{sc}: 16 connections"):]
+            header = block.splitlines()[2]
+            self.assertEqual("db us/req" in header, sc in self.DB_SCENARIOS, f"{sc}: {header}")
+        # results.csv: every target x scenario, the database's CPU for the db ones.
+        header, lines = cmptest.read_csv(run.out / "results.csv")
+        self.assertIn("db_cpu_us_per_req_median", header)
+        got = {(ln["target"], ln["scenario"]): ln for ln in lines}
+        self.assertEqual(sorted(got), sorted((t, sc) for t in ("epoll/composed", "threadpool/composed")
+                                             for sc in self.SCENARIOS))
+        for (tid, sc), ln in got.items():
+            self.assertEqual(ln["db_cpu_us_per_req_median"] != "", sc in self.DB_SCENARIOS, f"{tid} {sc}: {ln}")
+        # report.html: the scenarios, the database CPU charts, the winners, the skip notes.
+        report = (run.out / "report.html").read_text()
+        for sc in self.SCENARIOS:
+            self.assertIn(f"<h3>{sc} \u00b7 16 connections", report)
+        self.assertIn('<section id="winners">', report)
+        self.assertEqual(report.count("database CPU \u00b5s per request"), len(self.DB_SCENARIOS))
+        self.assertIn("takes no database", report)
+        self.assertDatabaseGone(db, run.out, run.describe(2000))
+        self.assertNoLeftovers(results, run)
+
+    def test_wrong_answers(self) -> None:
+        """A contender with {db} answering /db and /queries with JSON that is not World rows fails their check
+        with the reason (no rows for them; its right /fortunes measured); --db names the user's database,
+        which is neither started nor stopped."""
+        run = self.s.run(TINY + ["--targets", "", "--scenarios", "fortunes,db,queries", "--queries", "3",
+                                 "--db", "postgresql://someone:secret@127.0.0.1:9/hello_world",
+                                 "--contender", f"garbage={self.s.hello('workloads-garbage', extra=('--db', '{db}'))}"])
+        self.assertExit(run, 0)
+        results = self.results(run)
+        self.assertValid(results, run)
+        db = results["database"]
+        self.assertEqual((db["managed"], db["measured"], db["url"]),
+                         (False, False, "postgresql://someone:***@127.0.0.1:9/hello_world"), db)
+        self.assertFalse((run.out / "postgres").exists(), "a database was started")
+        self.assertNotIn("secret", json.dumps(results))
+        t = by_id(results)["garbage"]
+        self.assertEqual((t["status"], t["scenarios"]), ("measured", ["fortunes"]), t)
+        self.assertIn("GET /db answered 200", t["reason"])
+        self.assertIn("expected an integer in 1..10000", t["reason"])
+        self.assertIn("GET /queries?queries=3 answered 200 b'[]', which is not an array of 3 World rows", t["reason"])
+        self.assertTrue(t["reason"].endswith("(those scenarios left out)"), t["reason"])
+        self.assertEqual({r["scenario"] for r in results["runs"]}, {"fortunes"})
+        self.assertMeasured(results, "garbage", run)
+        self.assertIn("NOTE     garbage: GET /db answered 200", run.stdout)
+        self.assertNoLeftovers(None, run)
+
+    def test_database_stopped(self) -> None:
+        """The database started for the run is stopped, its cluster removed, when the harness is interrupted
+        (SIGINT: exit 130) and when it is killed outright (SIGKILL: its reaper stops it)."""
+        for how in ("sigint", "sigkill"):
+            with self.subTest(how):
+                out = self.s.new_out()
+                t0 = time.monotonic()
+                proc, cmd = self.s.start(["--rounds", "5", "--duration", "3", "--warmup", "0.2", "--pause", "0",
+                                          "--targets", "epoll", "--modes", "composed", "--scenarios", "db",
+                                          "--connections", "4"], out)
+                deadline = time.monotonic() + 60
+                data = None
+                while time.monotonic() < deadline and proc.poll() is None:
+                    env = out / "postgres" / "pg.env"
+                    loadgens = [p for p in self.s.ours() if p.cmdline and p.cmdline[0].endswith("loadgen")]
+                    if loadgens and env.exists():
+                        data = dict(line.split("=", 1) for line in env.read_text().splitlines() if "=" in line)["data"]
+                        break
+                    time.sleep(0.05)
+                if data is None:
+                    run = self.s.finish(proc, cmd, out, t0, timeout=5)
+                    self.fail("no loadgen against the db scenario within 60 s" + run.describe())
+                self.assertTrue(postgres_of(data), f"no postmaster of {data} runs")
+                if how == "sigint":
+                    proc.send_signal(signal.SIGINT)
+                    run = self.s.finish(proc, cmd, out, t0, timeout=30)
+                    self.assertExit(run, 130)
+                    results = self.results(run)
+                    self.assertIs(results["database"]["stopped"], True)
+                    self.assertDatabaseGone(results["database"], out, run.describe(2000))
+                else:
+                    self.s.kill_harness(proc)
+                    self.s.finish(proc, cmd, out, t0, timeout=10)
+                    self.assertDatabaseGone({"managed": True, "dir": str(out / "postgres"), "data_dir": data,
+                                             "postmaster_pid": -1}, out, f" (after SIGKILL of {cmd})")
+        self.assertNoLeftovers(None)
+
+
 class FixedLoad(CompareTestCase):
     def test_rates(self) -> None:
         """--rates 0.1,0.25,50M against server-epoll: below saturation each run achieves its offered rate
@@ -791,6 +1030,17 @@ class BadUsage(CompareTestCase):
             "bad CPU list": (["--client-cpus", "1-0"], ["--client-cpus"]),
             "unknown mode": (["--modes", "fast"], ["--modes"]),
             "unknown scenario": (["--scenarios", "xml"], ["--scenarios"]),
+            "scenario twice": (["--scenarios", "db,fortunes,db"], ["'db' is named twice"]),
+            "zero queries": (["--scenarios", "queries", "--queries", "0"], ["--queries '0'"]),
+            "too many queries": (["--scenarios", "queries-501"], ["--queries '501'"]),
+            "queries without the scenario": (["--scenarios", "db", "--queries", "5"], ["no queries scenario"]),
+            "zero db connections": (["--scenarios", "db", "--db-connections", "0"], ["--db-connections 0"]),
+            "too many db connections": (["--scenarios", "db", "--db-connections", "65"], ["--db-connections 65"]),
+            "unavailable db CPU": (["--scenarios", "db", "--db-cpus", "4096"], ["--db-cpus", "4096"]),
+            "db CPUs with --db": (["--scenarios", "db", "--db", "postgresql://x@127.0.0.1:9/y", "--db-cpus", "0"],
+                                  ["--db-cpus pins"]),
+            "database behind a server prefix": (["--scenarios", "db", "--server-prefix", "env"],
+                                                ["--server-prefix", "pass --db"]),
             "zero timeout": (["--timeout", "0"], ["--timeout"]),
             "unknown pairing": (["--pairing", "random"], ["--pairing"]),
             "zero server threads": (["--server-threads", "0"], ["--server-threads '0'"]),
