@@ -53,7 +53,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "bench" / "compare"))
-from smcompare.models import BY_NAME, MODELS  # noqa: E402
+from smcompare.models import BY_NAME  # noqa: E402
 
 HELLO_SERVER = HERE / "hello_server.py"
 TOKEN_VAR = "SMCMP_TEST_TOKEN"

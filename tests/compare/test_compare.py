@@ -26,6 +26,7 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cmptest  # noqa: E402
 from cmptest import TINY, CompareTestCase, by_id, rows_of, runs_of  # noqa: E402
+from smcompare.models import MODELS  # noqa: E402
 from smcompare.util import parse_cpu_list  # noqa: E402
 
 FAILED_OR_SKIPPED = ("skipped", "failed")
@@ -188,7 +189,7 @@ class Targets(CompareTestCase):
 
     def only(self, keep: tuple[str, ...]) -> None:
         """Leave only these models in the private build dir."""
-        for m in cmptest.MODELS:
+        for m in MODELS:
             if m not in keep:
                 shutil.rmtree(self.s.build / "servers" / m, ignore_errors=True)
 
@@ -203,7 +204,7 @@ class Targets(CompareTestCase):
         targets = by_id(results)
         self.assertMeasured(results, "epoll/composed", run)
         self.assertMeasured(results, "floor", run)
-        for name in (*(m for m in cmptest.MODELS if m != "epoll"), "nginx", "h2o"):
+        for name in (*(m for m in MODELS if m != "epoll"), "nginx", "h2o"):
             found = [t for t in results["targets"] if t.get("name") == name]
             self.assertTrue(found, f"{name}: not reported (ids: {sorted(targets)})" + run.describe())
             for t in found:

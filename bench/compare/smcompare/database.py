@@ -85,37 +85,6 @@ def host_port(conninfo: str) -> tuple[str, int]:
         return host, 5432
 
 
-def _listener_pids(port: int) -> list[int]:
-    """The processes of this machine with a TCP socket listening on port."""
-    inodes = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(table) as f:
-                next(f, None)
-                for line in f:
-                    cols = line.split()
-                    if len(cols) > 9 and cols[3] == "0A" and int(cols[1].rpartition(":")[2], 16) == port:
-                        inodes.add(f"socket:[{cols[9]}]")
-        except OSError:
-            continue
-    owners = []
-    for ent in os.listdir("/proc") if inodes else []:
-        if not ent.isdigit():
-            continue
-        try:
-            fds = os.listdir(f"/proc/{ent}/fd")
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                if os.readlink(f"/proc/{ent}/fd/{fd}") in inodes:
-                    owners.append(int(ent))
-                    break
-            except OSError:
-                continue
-    return owners
-
-
 class Database:
     """The db scenarios' PostgreSQL: managed (started here) or the user's (--db)."""
 
@@ -153,7 +122,7 @@ class Database:
         assert self.url is not None
         host, port = host_port(self.url)
         local = host in ("", "localhost", "::1") or host.startswith("127.") or host.startswith("/")
-        pids = _listener_pids(port) if local else []
+        pids = procs.listener_pids(port) if local else []
         roots = [p for p in pids if (st := procs.read_stat(p)) is not None and st["ppid"] not in pids]
         if roots:
             self.postmaster = min(roots)
@@ -226,7 +195,7 @@ class Database:
             pid = None
         if pid is None or procs.read_stat(pid) is None:
             _, port = host_port(self.url or "")
-            pids = _listener_pids(port)
+            pids = procs.listener_pids(port)
             roots = [p for p in pids if (st := procs.read_stat(p)) is not None and st["ppid"] not in pids]
             pid = min(roots) if roots else None
         return pid

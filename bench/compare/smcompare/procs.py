@@ -349,21 +349,48 @@ def stop_all() -> None:
         stop(p)
 
 
-def listening(port: int) -> bool:
-    """True when a TCP socket of this network namespace listens on port (any
-    address). Connections that merely use the number (a client's source port,
-    TIME_WAIT) do not count: they do not keep a server's port bound."""
+def listen_inodes(port: int) -> set[str]:
+    """The sockets ("socket:[INODE]", as /proc/PID/fd links read) listening on TCP port in this network
+    namespace (any address). Connections that merely use the number (a client's source port, TIME_WAIT)
+    are not among them: they do not keep a server's port bound."""
+    found = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             with open(table) as f:
                 next(f, None)
                 for line in f:
                     fields = line.split()
-                    if fields[3] == "0A" and int(fields[1].rpartition(":")[2], 16) == port:
-                        return True
+                    if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rpartition(":")[2], 16) == port:
+                        found.add(f"socket:[{fields[9]}]")
         except OSError:
             continue
-    return False
+    return found
+
+
+def listening(port: int) -> bool:
+    """True when a TCP socket of this network namespace listens on port (any address)."""
+    return bool(listen_inodes(port))
+
+
+def listener_pids(port: int) -> list[int]:
+    """The processes of this machine with a socket listening on TCP port (whose descriptors may be read)."""
+    inodes = listen_inodes(port)
+    owners = []
+    for ent in os.listdir("/proc") if inodes else []:
+        if not ent.isdigit():
+            continue
+        try:
+            fds = os.listdir(f"/proc/{ent}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{ent}/fd/{fd}") in inodes:
+                    owners.append(int(ent))
+                    break
+            except OSError:
+                continue
+    return owners
 
 
 def free_port(host: str = "127.0.0.1") -> int:
