@@ -88,20 +88,22 @@ else()
 endif()
 
 # --- libpq: the database workloads (/db, /queries, /fortunes from PostgreSQL) ---
-# common/db (sm_db) is built only with it: pipeline mode needs libpq 14 or
-# later (Debian 12: libpq-dev 15). Not on Windows (server-iocp has no database
-# workloads). SM_HAVE_LIBPQ says whether it was found.
+# common/db (sm_db) is what every Linux model reaches the database with
+# (servers/models.json: "database"), so it is required there; pipeline mode
+# needs libpq 14 or later (Debian 12: libpq-dev 15). Not on Windows
+# (server-iocp has no database client). SM_HAVE_LIBPQ says whether it was found.
 set(SM_HAVE_LIBPQ OFF)
-if(PKG_CONFIG_FOUND AND NOT WIN32)
-  pkg_check_modules(LIBPQ QUIET IMPORTED_TARGET libpq>=14)
-  if(LIBPQ_FOUND)
-    set(SM_HAVE_LIBPQ ON)
+if(NOT WIN32)
+  if(PKG_CONFIG_FOUND)
+    pkg_check_modules(LIBPQ QUIET IMPORTED_TARGET libpq>=14)
   endif()
-endif()
-if(SM_HAVE_LIBPQ)
+  if(NOT LIBPQ_FOUND)
+    message(FATAL_ERROR "libpq 14 or later not found (pkg-config libpq): the Linux models reach "
+                        "PostgreSQL with it for the db workloads (Debian: libpq-dev; "
+                        "scripts/deps.sh installs it)")
+  endif()
+  set(SM_HAVE_LIBPQ ON)
   message(STATUS "libpq: ${LIBPQ_VERSION} (common/db: the database workloads)")
-elseif(NOT WIN32)
-  message(STATUS "libpq: not found, no database workloads (Debian: libpq-dev)")
 endif()
 
 # --- header/compiled libraries from Debian -----------------------------------

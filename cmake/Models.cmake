@@ -4,6 +4,7 @@
 #   SM_MODEL_<name>_BINARY      its binary: the target servers/<name>/ defines
 #   SM_MODEL_<name>_PLATFORM    linux or windows
 #   SM_MODEL_<name>_LIBRARIES   the libraries it needs: libuv, liburing
+#   SM_MODEL_<name>_DATABASE    ON when it reaches PostgreSQL (--db), else OFF
 # and defines sm_model_buildable(<name> <ok-var> <why-var>): whether the model
 # can be built here (its platform, and its libraries found by
 # cmake/Dependencies.cmake, included before this), else why not.
@@ -67,19 +68,34 @@ foreach(_sm_i RANGE ${_sm_last})
       list(APPEND _sm_libs "${_sm_lib}")
     endforeach()
   endif()
+  string(JSON _sm_db_type ERROR_VARIABLE _sm_err TYPE "${_sm_models_json}" models ${_sm_i} database)
+  if(NOT _sm_db_type MATCHES "^(BOOLEAN)$")
+    message(FATAL_ERROR "${SM_MODELS_FILE}: model ${_sm_name}: database must be true or false")
+  endif()
+  string(JSON _sm_database GET "${_sm_models_json}" models ${_sm_i} database)
+  if(_sm_database)
+    set(_sm_database_cpp true)
+  else()
+    set(_sm_database_cpp false)
+  endif()
   _sm_models_get(_sm_shows STRING models ${_sm_i} shows)
   # For --help: plain text (the file's `code` marks are for the docs), as a
   # C++ string literal.
   string(REPLACE "`" "" _sm_shows "${_sm_shows}")
   string(REPLACE "\\" "\\\\" _sm_shows "${_sm_shows}")
   string(REPLACE "\"" "\\\"" _sm_shows "${_sm_shows}")
-  string(APPEND _sm_listed "    {\"${_sm_name}\", \"${_sm_binary}\",\n     \"${_sm_shows}\"},\n")
+  string(APPEND _sm_listed "    {\"${_sm_name}\", \"${_sm_binary}\",\n     \"${_sm_shows}\", ${_sm_database_cpp}},\n")
   list(APPEND SM_MODELS "${_sm_name}")
   # The target: the file name without the .exe a Windows binary's name ends in.
   string(REGEX REPLACE "\\.exe$" "" _sm_target "${_sm_binary}")
   set(SM_MODEL_${_sm_name}_BINARY "${_sm_target}")
   set(SM_MODEL_${_sm_name}_PLATFORM "${_sm_platform}")
   set(SM_MODEL_${_sm_name}_LIBRARIES "${_sm_libs}")
+  if(_sm_database)
+    set(SM_MODEL_${_sm_name}_DATABASE ON)
+  else()
+    set(SM_MODEL_${_sm_name}_DATABASE OFF)
+  endif()
 endforeach()
 
 # The list for C++: runtime/models.hpp in SM_GENERATED_DIR (sm_runtime's
@@ -97,6 +113,7 @@ struct ListedModel {
     std::string_view name;    // servers/<name>/
     std::string_view binary;  // the executable
     std::string_view shows;   // what it shows, one line (its --help description)
+    bool database;            // it reaches PostgreSQL for the workloads: it takes --db
 };
 
 inline constexpr ListedModel kListedModels[] = {

@@ -40,6 +40,13 @@ std::string_view description_of(const Model& model) {
     return {};
 }
 
+// servers/models.json says which models have a database client.
+bool has_database(const Model& model) {
+    for (const ListedModel& m : kListedModels)
+        if (m.name == model.name) return m.database;
+    return false;
+}
+
 }  // namespace
 
 void pin_worker_thread(const ServerOptions& opts, unsigned i) {
@@ -54,7 +61,7 @@ int serve(const Model& model, int argc, const char* const* argv) {
         parse_server_options(program, description_of(model), model.options, argc, argv);
     if (!parsed.options) return parsed.exit_code;
     const ServerOptions& opts = *parsed.options;
-    if (!opts.db.empty() && !model.database) {
+    if (!opts.db.empty() && !has_database(model)) {
         log("--db: this build of the model has no database client (libpq); /fortunes is served "
             "from memory without --db");
         return 2;

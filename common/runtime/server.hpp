@@ -56,9 +56,6 @@ struct Model {
     std::string_view description = {};
     // The binary's name when it is not "server-<name>" (bench/floor).
     std::string_view program = {};
-    // It reaches PostgreSQL for the workloads (http/work.hpp): it takes --db.
-    // A model without a database client refuses --db rather than answer 503s.
-    bool database = false;
 };
 
 // Model::worker for a model whose worker is a class: T(ctx).run().

@@ -327,7 +327,6 @@ int main(int argc, char** argv) {
     using namespace sm;
     return runtime::serve({.name = "blocking",
                            .worker = &runtime::run<blocking::Server>,
-                           .listeners = runtime::ListenerLayout::one,
-                           .database = true},
+                           .listeners = runtime::ListenerLayout::one},
                           argc, argv);
 }

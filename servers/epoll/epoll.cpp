@@ -258,6 +258,8 @@ void Reactor::begin_shutdown() {
 void Reactor::deliver(void* owner, const http::Job& job, const http::JobResult& result) noexcept {
     Connection& c = *static_cast<Connection*>(owner);
     if (!c.open || c.lingering) return;  // closed while the query was out
+    // The response is progress: the idle deadline starts again from it.
+    conns_.deadlines.touch(c, now_);
     c.session.complete(job, result, out_);
     if (!out_.empty()) {
         // Behind what the socket has not taken yet, or sent now.
@@ -310,6 +312,5 @@ int Reactor::next_timeout_ms() {
 
 int main(int argc, char** argv) {
     using namespace sm;
-    return runtime::serve(
-        {.name = "epoll", .worker = &runtime::run<epoll::Reactor>, .database = true}, argc, argv);
+    return runtime::serve({.name = "epoll", .worker = &runtime::run<epoll::Reactor>}, argc, argv);
 }

@@ -229,6 +229,8 @@ void Worker::read(uv_stream_t* s, ssize_t nread, const uv_buf_t* buf) {
 void Worker::deliver(void* owner, const http::Job& job, const http::JobResult& result) noexcept {
     Connection& c = *static_cast<Connection*>(owner);
     if (!c.open || c.lingering) return;  // closed while the query was out
+    // The response is progress: the idle deadline starts again from it.
+    conns_.deadlines.touch(c, now());
     if (c.writing) {
         // write_req owns c.pending until written(): these go after it.
         c.session.complete(job, result, c.later);
@@ -419,6 +421,10 @@ void Worker::schedule() noexcept {
 
 void Worker::timers(uv_timer_t*) {
     timer_armed_ = false;
+    // The database client's reconnection is due too (the timer is armed for
+    // it): run it here, or the timer, re-armed for a time already past,
+    // would fire again at once in the same pass of libuv's timers.
+    if (db_) db_->expire(now());
     conns_.expire(
         now(), [this](Connection& c) { close_now(c); }, [this](Connection& c) { expire_head(c); },
         [](Connection& c) {
@@ -442,6 +448,5 @@ void Worker::timers(uv_timer_t*) {
 
 int main(int argc, char** argv) {
     using namespace sm;
-    return runtime::serve(
-        {.name = "libuv", .worker = &runtime::run<libuv::Worker>, .database = true}, argc, argv);
+    return runtime::serve({.name = "libuv", .worker = &runtime::run<libuv::Worker>}, argc, argv);
 }

@@ -191,7 +191,12 @@ void Pool::sweep(Clock::time_point now) {
     registry_.for_each([&](Connection& c) {
         switch (c.deadlines.due(now, opts_)) {
             case runtime::SharedDeadlines::Due::nothing: return;
-            case runtime::SharedDeadlines::Due::close: ::shutdown(c.fd, SHUT_RDWR); return;
+            case runtime::SharedDeadlines::Due::close:
+                // Held by a worker (not armed), it is being served, not idle:
+                // that worker may be waiting for the database, whose own
+                // statement timeout bounds the wait.
+                if (c.armed.load(std::memory_order_acquire)) ::shutdown(c.fd, SHUT_RDWR);
+                return;
             case runtime::SharedDeadlines::Due::head:
                 // A late request head gets a 408, which only the owner can
                 // write: wake it. Armed means in epoll and owned by no worker,
@@ -346,7 +351,6 @@ int main(int argc, char** argv) {
     return runtime::serve({.name = "threadpool",
                            .worker = &runtime::run<threadpool::Pool>,
                            .listeners = runtime::ListenerLayout::one,
-                           .options = kOptions,
-                           .database = true},
+                           .options = kOptions},
                           argc, argv);
 }

@@ -457,6 +457,8 @@ void Worker::run_work() {
 void Worker::deliver(void* owner, const http::Job& job, const http::JobResult& result) noexcept {
     Connection& c = *static_cast<Connection*>(owner);
     if (!c.open || c.closing || c.lingering) return;  // closed while the query was out
+    // The response is progress: the idle deadline starts again from it.
+    conns_.deadlines.touch(c, now_);
     c.session.complete(job, result, c.out);
     // Nothing waits any more: the input held meanwhile is fed, and work()
     // sends, re-arms the recv, or finishes.
@@ -560,7 +562,6 @@ int main(int argc, char** argv) {
     return runtime::serve({.name = "uring",
                            .worker = &runtime::run<uring::Worker>,
                            .probe = &uring::model_probe,
-                           .options = kOptions,
-                           .database = true},
+                           .options = kOptions},
                           argc, argv);
 }

@@ -41,6 +41,7 @@ class Model:
     platform: str
     libraries: tuple[str, ...]
     needs_io_uring: bool
+    database: bool = False  # it reaches PostgreSQL for the workloads (--db)
 
     def binary_in(self, build_dir: Path) -> Path:
         """Where a build directory has it: BUILD_DIR/servers/NAME/BINARY, for a
@@ -72,7 +73,7 @@ class Workload:
 
 
 MODEL_FIELDS = {"name": str, "binary": str, "shows": str, "platform": str, "libraries": list,
-                "needs_io_uring": bool}
+                "needs_io_uring": bool, "database": bool}
 ENDPOINT_FIELDS = {"name": str, "path": str, "content_type": str, "body": str, "note": str,
                    "benchmarked": bool}
 WORKLOAD_FIELDS = {"name": str, "path": str, "content_type": str, "response": str, "source": str}
@@ -119,7 +120,7 @@ def load_all(path: Path = MODELS_FILE) -> tuple[tuple[Model, ...], tuple[Endpoin
         if not all(isinstance(lib, str) for lib in m["libraries"]):
             raise ValueError(f"{path}: model {m['name']}: libraries must be a list of strings")
         models.append(Model(m["name"], m["binary"], m["shows"], m["platform"], tuple(m["libraries"]),
-                            m["needs_io_uring"]))
+                            m["needs_io_uring"], m["database"]))
     endpoints = [Endpoint(e["name"], e["path"], e["content_type"], e["body"].encode(), e["note"], e["benchmarked"])
                  for e in _entries(doc, "endpoints", ENDPOINT_FIELDS, path)]
     workloads = []
