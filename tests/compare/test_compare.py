@@ -796,6 +796,8 @@ class Workloads(CompareTestCase):
                                 get[metric](runs[(entry["runner_up"], sc, rnd)]) for rnd in (1, 2))
                 self.assertAlmostEqual(entry["vs_runner_up"], sum(ratios) / 2, places=9, msg=f"{sc} {metric}")
                 self.assertEqual(entry["vs_baseline"], rows[entry["target"]]["vs_baseline"][metric])
+                w_spread, r_spread = rows[entry["target"]][metric], rows[entry["runner_up"]][metric]
+                self.assertEqual(entry["apart"], w_spread["min"] > r_spread["max"] or w_spread["max"] < r_spread["min"])
         self.assertIn("Winners", run.stdout)
         self.assertRegex(run.stdout, r"\n  db c16: fastest (epoll|threadpool)/composed \(\S+ req/s, \d+\.\d\dx "
                                      r"(epoll|threadpool)/composed[^)]*\); cheapest server CPU per request .*; "

@@ -671,14 +671,16 @@ def section_winners(results: Json, ctx: Ctx) -> str:
                               f"<b>{esc(ctx.shown(str(w.get('target'))))}</b>", num(esc(fmt(w.get("median")))),
                               num(esc(fmt_ratio(w.get("vs_runner_up")))),
                               esc(ctx.shown(str(w["runner_up"]))) if w.get("runner_up") else MISSING,
+                              {True: "yes", False: "<b>no</b>"}.get(w.get("apart"), MISSING),
                               num("baseline" if is_base else esc(fmt_ratio(w.get("vs_baseline")))),
                               esc(e.get("baseline") or "-")]))
     return ('<section id="winners"><h2>Winners</h2><p>Per scenario, the target with the best median by each '
             'figure (the floor, a reference rather than a server, left out). x runner-up: the median over rounds '
             'of its run / the same round\'s run of the runner-up, the best of the other targets (another model, '
-            'peer or contender: not the winner\'s other mode or hosting); x baseline: its row\'s ratio to the '
-            'scenario\'s baseline.</p>'
-            + table(["scenario", "by", "winner", "median", "x runner-up", "runner-up", "x baseline", "baseline"], rows)
+            'peer or contender: not the winner\'s other mode or hosting); apart: their min\u2013max spreads do not '
+            'overlap (no: too close to call here); x baseline: its row\'s ratio to the scenario\'s baseline.</p>'
+            + table(["scenario", "by", "winner", "median", "x runner-up", "runner-up", "apart", "x baseline",
+                     "baseline"], rows)
             + "</section>")
 
 

@@ -159,8 +159,9 @@ def winners(results: dict) -> str:
     sweep = bool(swept(results))
     out = io.StringIO()
     out.write("\nWinners: the best median per scenario (the floor left out); x: the median over rounds of the "
-              "per-round ratio to the runner-up (the best other target), and the row's x base\n")
-    lines = [["scenario", "by", "winner", "median", "x runner-up", "runner-up", "x base", "base"]]
+              "per-round ratio to the runner-up (the best other target), and the row's x base; apart: the two "
+              "min-max spreads do not overlap (no: too close to call here)\n")
+    lines = [["scenario", "by", "winner", "median", "x runner-up", "runner-up", "apart", "x base", "base"]]
     for e in entries:
         where = winner_where(e, sweep)
         for i, (metric, w) in enumerate(e["by"].items()):
@@ -169,9 +170,10 @@ def winners(results: dict) -> str:
             lines.append([where if i == 0 else "", f"{what} ({best})", shown_id(w["target"], targets.get(w["target"])),
                           fmt(w["median"]), fmt_ratio(w["vs_runner_up"]),
                           shown_id(w["runner_up"], targets.get(w["runner_up"])) if w["runner_up"] else "-",
+                          {True: "yes", False: "no"}.get(w.get("apart"), "-"),
                           "" if w["target"] == base else fmt_ratio(w["vs_baseline"]),
                           "(is the base)" if w["target"] == base else (base or "-")])
-    out.write(aligned(lines, {0, 1, 2, 5, 7}))
+    out.write(aligned(lines, {0, 1, 2, 5, 6, 8}))
     out.write("".join(f"  {line}\n" for line in winner_lines(results)))
     return out.getvalue()
 
@@ -186,6 +188,8 @@ def winner_sentence(e: dict, targets: dict[str, dict]) -> str:
         text = f"{lead} {shown_id(w['target'], targets.get(w['target']))} ({fmt(w['median'])} {what.split()[-1]}"
         if w["runner_up"]:
             text += f", {fmt_ratio(w['vs_runner_up'])} {shown_id(w['runner_up'], targets.get(w['runner_up']))}"
+            if w.get("apart") is False:
+                text += " (spreads overlap)"
         if w["target"] != e.get("baseline") and w["vs_baseline"] is not None:
             text += f", {fmt_ratio(w['vs_baseline'])} {e['baseline']}"
         parts.append(text + ")")

@@ -273,8 +273,9 @@ def winners(results: dict) -> list[dict]:
     best median by req/s (highest), server CPU per request and, in the db scenarios, database CPU per
     request (lowest); its ratio to the runner-up (the best of the other targets by name: another model,
     peer or contender, not the winner's other mode or hosting) as the median over rounds of the per-round
-    ratio, and its ratio to the scenario's baseline (its vs_baseline). The floor is a reference, not a
-    server: it is left out."""
+    ratio, whether their min-max spreads are apart (if not, the two cannot be told apart here), and its
+    ratio to the scenario's baseline (its vs_baseline). The floor is a reference, not a server: it is
+    left out."""
     clients = (results.get("config") or {}).get("clients") or ["loadgen"]
     counts = (results.get("config") or {}).get("server_thread_counts") or []
     targets = {t["id"]: t for t in results.get("targets") or []}
@@ -316,11 +317,15 @@ def winners(results: dict) -> list[dict]:
                           if k in theirs and _metric(mine[k], metric) is not None and _metric(theirs[k], metric)]
                 vs_runner = statistics.median(ratios) if ratios else (
                     win[metric]["median"] / runner[metric]["median"] if runner[metric]["median"] else None)
+            # Apart: the two rows' min-max spreads do not overlap (as --compare's "significant").
+            apart = None if runner is None else bool(win[metric]["min"] > runner[metric]["max"]
+                                                      or win[metric]["max"] < runner[metric]["min"])
             entry["by"][metric] = {
                 "target": win["target"], "median": win[metric]["median"],
                 "runner_up": runner["target"] if runner else None,
                 "runner_up_median": runner[metric]["median"] if runner else None,
-                "vs_runner_up": vs_runner, "vs_baseline": (win.get("vs_baseline") or {}).get(metric)}
+                "vs_runner_up": vs_runner, "apart": apart,
+                "vs_baseline": (win.get("vs_baseline") or {}).get(metric)}
         if entry["by"]:
             out.append(entry)
     return out
