@@ -289,7 +289,7 @@ def _measure(target: Target, place: Placement, load: Load, client: Client, sc: S
                     # Thousands of answers and not one tick of database CPU: they did not come from it.
                     rec["problems"].append(f"the database did no work during the run ({rec['requests']} requests, "
                                            "0 CPU ticks): the answers did not come from it")
-            _noise(window, load, rec)
+            _noise(window, load, rec, local_cpus=reader is None)
     _limit(rec)
 
 
@@ -394,14 +394,23 @@ def _db_costs(w: Window, load: Load, rec: dict, local_cpus: bool) -> None:
                  "processes": len(after), "pids": sorted(after)}
 
 
-def _noise(w: Window, load: Load, rec: dict) -> None:
+def _noise(w: Window, load: Load, rec: dict, local_cpus: bool = True) -> None:
     own_server = (rec["server"]["cpu_user_s"] or 0) + (rec["server"]["cpu_sys_s"] or 0)
     db = rec.get("db")
+    sides = [("server", load.server_cpus, own_server), ("client", load.client_cpus, None)]
     if db and load.database is not None and load.server_cpus and \
             (not load.database.cpus or set(load.database.cpus) & set(load.server_cpus)):
         # The database on the server's CPUs is this run's work, not another job's.
         own_server += db["cpu_user_s"] + db["cpu_sys_s"]
-    for side, cpus, own in (("server", load.server_cpus, own_server), ("client", load.client_cpus, None)):
+        sides[0] = ("server", load.server_cpus, own_server)
+    elif db and load.database is not None and load.database.cpus and local_cpus:
+        # Its own CPUs (by default the client's): other work there holds back the database, and the
+        # database CPU limit counts all of it.
+        own_db = db["cpu_user_s"] + db["cpu_sys_s"]
+        if load.client_cpus and set(load.client_cpus) & set(load.database.cpus):
+            own_db += rec["client"]["cpu_s"] or 0
+        sides.append(("database", load.database.cpus, own_db))
+    for side, cpus, own in sides:
         if not cpus or w.seconds <= 0:
             continue
         got = procs.cpus_busy(w.cpu_before, w.cpu_after, cpus)
@@ -411,7 +420,7 @@ def _noise(w: Window, load: Load, rec: dict) -> None:
         capacity = w.seconds * len(cpus)
         if own is not None and (busy - own) / capacity > NOISE_BUSY:
             rec["noisy"].append(f"{side} CPUs {(busy - own) / capacity * 100:.0f}% busy with other work")
-        if steal / capacity > NOISE_STEAL:
+        if steal / capacity > NOISE_STEAL and not (side == "database" and cpus == load.client_cpus):
             rec["noisy"].append(f"{side} CPUs {steal / capacity * 100:.0f}% stolen by the hypervisor")
 
 
