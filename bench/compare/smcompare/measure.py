@@ -397,6 +397,9 @@ def _db_costs(w: Window, load: Load, rec: dict, local_cpus: bool) -> None:
 def _noise(w: Window, load: Load, rec: dict, local_cpus: bool = True) -> None:
     own_server = (rec["server"]["cpu_user_s"] or 0) + (rec["server"]["cpu_sys_s"] or 0)
     db = rec.get("db")
+    if load.client_cpus and load.server_cpus and set(load.client_cpus) & set(load.server_cpus):
+        # A load client sharing the server's CPUs (--client-cpus inside --server-cpus) is this run's work too.
+        own_server += rec["client"]["cpu_s"] or 0
     sides = [("server", load.server_cpus, own_server), ("client", load.client_cpus, None)]
     if db and load.database is not None and load.server_cpus and \
             (not load.database.cpus or set(load.database.cpus) & set(load.server_cpus)):
