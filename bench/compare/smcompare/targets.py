@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import probe, procs
-from .models import ALL_MODELS, BENCHMARKED, MODELS, PLATFORM
+from .models import ALL_MODELS, BENCHMARKED, BY_NAME, MODELS, PLATFORM
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 PEERS_DIR = REPO_ROOT / "bench" / "peers"
@@ -226,6 +226,10 @@ class ModelTarget(Target):
         if sc.workload and self.workloads_in:
             return (f"not run in {self.mode} mode: it caches only the Hello World responses, so a workload is "
                     f"the same work per request as in {self.workloads_in}")
+        model = BY_NAME.get(self.name)
+        if sc.database and model is not None and not model.database:
+            # servers/models.json: no database client (it refuses --db); /fortunes from memory it serves.
+            return f"{self.binary.name} has no database client (it refuses --db)"
         if sc.database and not place.db_url:
             return "no database"
         return None

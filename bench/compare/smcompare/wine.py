@@ -369,11 +369,6 @@ class WineTarget(ModelTarget):
         self.label = f"{self.binary.name} --mode {self.mode} under {self.wine.short} (not a Windows measurement)"
         self.note = NOTE.format(wine=self.wine.short)
 
-    def cannot(self, sc, place: Placement) -> str | None:
-        if sc.database:
-            return f"{self.binary.name} has no database client (it refuses --db); it serves /fortunes from memory"
-        return super().cannot(sc, place)
-
     def start(self, place: Placement) -> None:
         if place.remote:
             raise StartError("a Windows model runs under Wine on this machine only (not with --server-remote)",
