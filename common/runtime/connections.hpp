@@ -78,6 +78,18 @@ class Connections {
         return true;
     }
 
+    // A job's outcome for c (db::Loop::deliver): the response is progress
+    // (the idle deadline starts again), and every response no longer waiting
+    // is appended to `out`. False, and nothing done, when c was closed (or
+    // began its lingering close) while the query was out.
+    bool complete_job(Conn& c, const http::Job& job, const http::JobResult& result,
+                      http::ByteBuffer& out, Clock::time_point now) noexcept {
+        if (!c.open || c.lingering) return false;
+        deadlines.touch(c, now);
+        c.session.complete(job, result, out);
+        return true;
+    }
+
     [[nodiscard]] std::size_t live() const noexcept { return live_; }
     [[nodiscard]] bool stopping() const noexcept { return stopping_; }
     [[nodiscard]] bool finished() const noexcept { return stopping_ && live_ == 0; }

@@ -114,16 +114,18 @@ class Deadlines {
     // Every connection whose deadline has passed, each list in deadline
     // order: close(c) for an idle or lingering one (close takes c off the
     // lists: forget), head(c) for one whose head is late (it is off the head
-    // list by then; the model answers 408 or closes). An idle one for which
-    // progressed(c) says it made progress the model could not see as it
-    // happened (libuv reports only whole writes) is touched instead.
+    // list by then; the model answers 408 or closes). An idle one whose
+    // session waits for a job (the database: its statement timeout bounds
+    // the wait) is not idle, nor one for which progressed(c) says it made
+    // progress the model could not see as it happened (libuv reports only
+    // whole writes): either is touched instead.
     template <typename Close, typename Head, typename Progressed = NoHiddenProgress>
     void expire(Clock::time_point now, Close&& close, Head&& head, Progressed&& progressed = {}) {
         while (!lingering_.empty() && front(lingering_).linger_deadline <= now)
             close(front(lingering_));
         while (!idle_.empty() && front(idle_).last_active + idle_timeout_ <= now) {
             Conn& c = front(idle_);
-            if (progressed(c)) {
+            if (c.session.waiting() || progressed(c)) {
                 touch(c, now);
             } else {
                 close(c);

@@ -63,8 +63,7 @@ void Reactor::run() {
         }
         conns_.expire(
             now_, [this](Connection& c) { close_now(c); },
-            [this](Connection& c) { expire_head(c); },
-            [](const Connection& c) { return c.session.waiting(); });
+            [this](Connection& c) { expire_head(c); });
         listener_.reopen_if_due(now_);
         // Closed in this batch: events for them may still be in `events`
         // (stale, ignored by dispatch) until here.
@@ -257,10 +256,7 @@ void Reactor::begin_shutdown() {
 
 void Reactor::deliver(void* owner, const http::Job& job, const http::JobResult& result) noexcept {
     Connection& c = *static_cast<Connection*>(owner);
-    if (!c.open || c.lingering) return;  // closed while the query was out
-    // The response is progress: the idle deadline starts again from it.
-    conns_.deadlines.touch(c, now_);
-    c.session.complete(job, result, out_);
+    if (!conns_.complete_job(c, job, result, out_, now_)) return;
     if (!out_.empty()) {
         // Behind what the socket has not taken yet, or sent now.
         if (!c.pending.empty()) {

@@ -228,15 +228,9 @@ void Worker::read(uv_stream_t* s, ssize_t nread, const uv_buf_t* buf) {
 
 void Worker::deliver(void* owner, const http::Job& job, const http::JobResult& result) noexcept {
     Connection& c = *static_cast<Connection*>(owner);
-    if (!c.open || c.lingering) return;  // closed while the query was out
-    // The response is progress: the idle deadline starts again from it.
-    conns_.deadlines.touch(c, now());
-    if (c.writing) {
-        // write_req owns c.pending until written(): these go after it.
-        c.session.complete(job, result, c.later);
-        return;
-    }
-    c.session.complete(job, result, out_);
+    // While write_req owns c.pending (until written()), these go after it.
+    if (!conns_.complete_job(c, job, result, c.writing ? c.later : out_, now())) return;
+    if (c.writing) return;
     if (!out_.empty() && !send_batch(c)) return;
     if (c.session.waiting()) return;
     // Nothing waits any more: the connection goes on where it paused.
@@ -428,8 +422,6 @@ void Worker::timers(uv_timer_t*) {
     conns_.expire(
         now(), [this](Connection& c) { close_now(c); }, [this](Connection& c) { expire_head(c); },
         [](Connection& c) {
-            // Waiting for the database is not idleness (the database bounds it).
-            if (c.session.waiting()) return true;
             // libuv reports only the end of a write: a slow reader that took
             // some of it since the last look is making progress.
             if (!c.writing) return false;

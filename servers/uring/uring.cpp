@@ -123,8 +123,7 @@ void Worker::run() {
         run_work();
         conns_.expire(
             now_, [this](Connection& c) { close_now(c); },
-            [this](Connection& c) { expire_head(c); },
-            [](const Connection& c) { return c.session.waiting(); });
+            [this](Connection& c) { expire_head(c); });
         run_work();  // what expiring marked
         // A slot freed here or by another thread resumes accepting at once.
         if (conns_.gate.reopen_due(now_)) resume_accepting();
@@ -456,10 +455,8 @@ void Worker::run_work() {
 
 void Worker::deliver(void* owner, const http::Job& job, const http::JobResult& result) noexcept {
     Connection& c = *static_cast<Connection*>(owner);
-    if (!c.open || c.closing || c.lingering) return;  // closed while the query was out
-    // The response is progress: the idle deadline starts again from it.
-    conns_.deadlines.touch(c, now_);
-    c.session.complete(job, result, c.out);
+    // Closing: its cancels are out, it is finalized when they are back.
+    if (c.closing || !conns_.complete_job(c, job, result, c.out, now_)) return;
     // Nothing waits any more: the input held meanwhile is fed, and work()
     // sends, re-arms the recv, or finishes.
     if (!c.session.waiting() && c.recv_paused && output_of(c) <= kLowWater) feed_held(c);

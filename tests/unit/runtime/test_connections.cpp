@@ -297,3 +297,33 @@ TEST_CASE("connections start_linger starts the lingering close on the socket", "
         CHECK(sm::runtime::test::receive(sp.peer.get(), byte) == Received::byte);
     }
 }
+
+TEST_CASE("connections complete_job answers an open connection and skips a closed one",
+          "[connections]") {
+    // The Connections' cache decides the workloads: a database here.
+    Harness h;
+    const sm::http::ResponseCache db_cache(sm::http::ResponseMode::composed, 0,
+                                           {true, sm::http::FortuneSource::database});
+    Connections<TestConn> conns{h.ctx, db_cache};
+    REQUIRE(conns.gate.try_acquire(at(0)));
+    TestConn& c = conns.open(at(0));
+    sm::test::feed(c.session, "GET /db HTTP/1.1\r\nHost: t\r\n\r\n");
+    sm::http::Job job;
+    REQUIRE(c.session.next_job(job));
+    sm::http::ByteBuffer out;
+    const sm::http::WorldRow row{7, 8};
+    // The response is progress: the idle deadline starts from it.
+    CHECK(conns.complete_job(c, job, {{&row, 1}, {}, {}}, out, at(40)));
+    CHECK(c.last_active == at(40));
+    CHECK(out.view().find(R"({"id":7,"randomNumber":8})") != std::string_view::npos);
+    CHECK_FALSE(c.session.waiting());
+
+    // Closed while its query was out: nothing is written, nothing touched.
+    sm::test::feed(c.session, "GET /db HTTP/1.1\r\nHost: t\r\n\r\n");
+    REQUIRE(c.session.next_job(job));
+    conns.closed(c);
+    out.clear();
+    CHECK_FALSE(conns.complete_job(c, job, {{&row, 1}, {}, {}}, out, at(80)));
+    CHECK(out.empty());
+    CHECK(c.last_active == at(40));
+}

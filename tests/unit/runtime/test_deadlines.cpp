@@ -269,3 +269,29 @@ TEST_CASE_METHOD(Fixture, "deadlines progressed touches instead of closing", "[d
     expire(at(210));
     CHECK(closed == std::vector{2, 1});
 }
+
+TEST_CASE_METHOD(Fixture, "deadlines a connection waiting for the database is not idle",
+                 "[deadlines]") {
+    // Its request is in (a job out to the database, whose statement timeout
+    // bounds the wait): the client waits for us, not we for it.
+    const sm::http::ResponseCache db_cache(sm::http::ResponseMode::composed, 0,
+                                           {true, sm::http::FortuneSource::database});
+    TestConn& waiting = conns.emplace_back(db_cache, env.limits);
+    waiting.id = 1;
+    TestConn& other = make(2);
+    d.touch(waiting, at(0));
+    d.touch(other, at(0));
+    feed(waiting.session, "GET /db HTTP/1.1\r\nHost: t\r\n\r\n");
+    REQUIRE(waiting.session.waiting());
+    expire(at(100));
+    CHECK(closed == std::vector{2});
+    CHECK(waiting.last_active == at(100));
+
+    // Once its response went out, it is idle like any other.
+    sm::http::Job job;
+    REQUIRE(waiting.session.next_job(job));
+    sm::http::ByteBuffer out;
+    waiting.session.complete(job, sm::http::JobResult::failed("gone"), out);
+    expire(at(200));
+    CHECK(closed == std::vector{2, 1});
+}
