@@ -14,6 +14,7 @@
 
 #include "http/work.hpp"
 #include "http_test_support.hpp"
+#include "support/fortunes_page.hpp"
 
 using Result = sm::http::Session::Result;
 using sm::http::FortuneRow;
@@ -45,68 +46,30 @@ std::vector<Job> take_jobs(sm::http::Session& s) {
     return jobs;
 }
 
-// Decodes the five character references the page may hold, so a message can
-// be compared with the row it came from.
-std::string unescape(std::string_view s) {
-    std::string out;
-    for (std::size_t i = 0; i < s.size();) {
-        bool matched = false;
-        for (const auto& [ref, c] : {std::pair<std::string_view, char>{"&amp;", '&'},
-                                     {"&lt;", '<'},
-                                     {"&gt;", '>'},
-                                     {"&quot;", '"'},
-                                     {"&#39;", '\''}}) {
-            if (s.substr(i, ref.size()) == ref) {
-                out += c;
-                i += ref.size();
-                matched = true;
-                break;
-            }
-        }
-        if (!matched) out += s[i++];
-    }
-    return out;
-}
-
-// The rows of a fortunes page, in page order: (id, message as written).
-std::vector<std::pair<std::string, std::string>> page_rows(std::string_view body) {
-    std::vector<std::pair<std::string, std::string>> rows;
-    std::size_t at = 0;
-    while ((at = body.find("<tr><td>", at)) != std::string_view::npos) {
-        at += 8;
-        const auto cell = body.find("</td><td>", at);
-        const auto end = body.find("</td></tr>", cell);
-        REQUIRE(cell != std::string_view::npos);
-        REQUIRE(end != std::string_view::npos);
-        rows.emplace_back(std::string(body.substr(at, cell - at)),
-                          std::string(body.substr(cell + 9, end - cell - 9)));
-        at = end;
-    }
-    return rows;
-}
-
+// The page for `source` by TechEmpower's rules (support/fortunes_page.hpp,
+// written apart from common/http), read back row by row, then byte for byte.
 void check_fortunes_page(const sm::test::ParsedResponse& r, std::span<const FortuneRow> source) {
+    namespace te = sm::test::fortunes;
     REQUIRE(r.status == 200);
     CHECK(r.header("Content-Type") == "text/html; charset=utf-8");
-    CHECK(r.body.starts_with("<!DOCTYPE html><html><head><title>Fortunes</title></head><body>"
-                             "<table><tr><th>id</th><th>message</th></tr>"));
-    CHECK(r.body.ends_with("</table></body></html>"));
-    const auto rows = page_rows(r.body);
-    REQUIRE(rows.size() == source.size() + 1);
-    // Sorted by message (as bytes: UTF-8 sorts by code point), every
-    // character that HTML gives a meaning escaped.
-    std::vector<std::pair<std::string, std::string>> expected;
+    std::vector<te::Fortune> rows;
     for (const FortuneRow& f : source)
-        expected.emplace_back(std::to_string(f.id), std::string(f.message));
-    expected.emplace_back("0", "Additional fortune added at request time.");
-    std::sort(expected.begin(), expected.end(),
-              [](const auto& a, const auto& b) { return a.second < b.second; });
-    for (std::size_t i = 0; i < rows.size(); ++i) {
+        rows.push_back({f.id, std::string(f.message)});
+    std::string why;
+    const auto page = te::parse_page(r.body, why);
+    INFO("the page: " << r.body);
+    if (!page) FAIL("not the fortunes table: " << why);
+    const std::vector<te::Fortune> expected = te::page_order(rows);
+    REQUIRE(page->size() == expected.size());
+    for (std::size_t i = 0; i < page->size(); ++i) {
         INFO("row " << i);
-        CHECK(rows[i].first == expected[i].first);
-        CHECK(unescape(rows[i].second) == expected[i].second);
-        CHECK(rows[i].second.find_first_of("<>\"'") == std::string::npos);
+        CHECK((*page)[i].id == std::to_string(expected[i].id));
+        const auto message = te::unescape_html((*page)[i].raw, why);
+        INFO(why);
+        REQUIRE(message);
+        CHECK(*message == expected[i].message);
     }
+    CHECK(r.body == te::expected_page(rows));
 }
 
 }  // namespace
@@ -128,18 +91,21 @@ TEST_CASE("work fortunes page follows TechEmpower's rules, from memory", "[work]
     CHECK(body.find("<tr><td>0</td><td>Additional fortune added at request time.</td></tr>") !=
           std::string::npos);
     // By message, as bytes: "<script>" first, the Japanese row last.
-    const auto rows = page_rows(body);
-    CHECK(rows.front().first == "10");
-    CHECK(rows.back().first == "11");
+    std::string why;
+    const auto rows = sm::test::fortunes::parse_page(body, why);
+    REQUIRE(rows);
+    CHECK(rows->front().id == "10");
+    CHECK(rows->back().id == "11");
 }
 
 TEST_CASE("work built-in fortunes are TechEmpower's twelve rows", "[work]") {
     const auto rows = sm::http::builtin_fortunes();
-    REQUIRE(rows.size() == 12);
-    for (std::size_t i = 0; i < rows.size(); ++i)
-        CHECK(rows[i].id == static_cast<int>(i) + 1);
-    CHECK(rows[10].message == "フレームワークのベンチマーク");
-    CHECK(rows[5].message == "Emacs is a nice operating system, but I prefer UNIX. — Tom Christaensen");
+    const auto& te = sm::test::fortunes::techempower_fortunes();
+    REQUIRE(rows.size() == te.size());
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+        CHECK(rows[i].id == te[i].id);
+        CHECK(rows[i].message == te[i].message);
+    }
 }
 
 TEST_CASE("work queries parameter is clamped as TechEmpower specifies", "[work]") {
