@@ -9,37 +9,10 @@
 #include <new>
 #include <string>
 
+#include "support/count_allocations.hpp"
 #include "http_test_support.hpp"
 
-namespace {
-std::atomic<std::size_t> g_allocations{0};
-}  // namespace
-
-// Counting replacements; GCC warns that free() gets a pointer from operator
-// new once it inlines them, which is exactly what this pair does.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
-void* operator new(std::size_t n) {
-    g_allocations.fetch_add(1, std::memory_order_relaxed);
-    if (void* p = std::malloc(n ? n : 1)) return p;
-    throw std::bad_alloc();
-}
-void* operator new[](std::size_t n) {
-    return operator new(n);
-}
-void operator delete(void* p) noexcept {
-    std::free(p);
-}
-void operator delete[](void* p) noexcept {
-    std::free(p);
-}
-void operator delete(void* p, std::size_t) noexcept {
-    std::free(p);
-}
-void operator delete[](void* p, std::size_t) noexcept {
-    std::free(p);
-}
+using sm::test::g_allocations;
 
 namespace {
 
@@ -138,4 +111,13 @@ TEST_CASE("session answers the workloads without allocating once warm", "[alloca
     CHECK(g_allocations.load() - before == 0);
     CHECK(h.session.responses() == 12 * 101);
     CHECK(memory.session.responses() == 101);
+}
+
+TEST_CASE("allocations the counter sees an allocation", "[allocations]") {
+    // Else every "no allocation" above would pass however much is allocated.
+    const std::size_t before = g_allocations.load();
+    void* p = ::operator new(16);  // a call, not a new-expression: never elided
+    const std::size_t counted = g_allocations.load() - before;
+    ::operator delete(p);
+    CHECK(counted == 1);
 }

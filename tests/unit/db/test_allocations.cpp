@@ -15,37 +15,12 @@
 #include <new>
 #include <string>
 
+#include "support/count_allocations.hpp"
 #include "db/async_client.hpp"
 #include "db/sync_client.hpp"
 #include "support/pg.hpp"
 
-namespace {
-std::atomic<std::size_t> g_allocations{0};
-}  // namespace
-
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
-void* operator new(std::size_t n) {
-    g_allocations.fetch_add(1, std::memory_order_relaxed);
-    if (void* p = std::malloc(n ? n : 1)) return p;
-    throw std::bad_alloc();
-}
-void* operator new[](std::size_t n) {
-    return operator new(n);
-}
-void operator delete(void* p) noexcept {
-    std::free(p);
-}
-void operator delete[](void* p) noexcept {
-    std::free(p);
-}
-void operator delete(void* p, std::size_t) noexcept {
-    std::free(p);
-}
-void operator delete[](void* p, std::size_t) noexcept {
-    std::free(p);
-}
+using sm::test::g_allocations;
 
 namespace {
 
@@ -165,4 +140,13 @@ TEST_CASE("AsyncClient allocates nothing per job once warm", "[db][allocations]"
     CHECK(done);
     CHECK(loop.failed == 0);
     CHECK(allocations == 0);
+}
+
+TEST_CASE("allocations the counter sees an allocation", "[db][allocations]") {
+    // Else every "no allocation" above would pass however much is allocated.
+    const std::size_t before = g_allocations.load();
+    void* p = ::operator new(16);  // a call, not a new-expression: never elided
+    const std::size_t counted = g_allocations.load() - before;
+    ::operator delete(p);
+    CHECK(counted == 1);
 }
