@@ -26,6 +26,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -922,38 +923,26 @@ TEST_CASE("workloads db stopped mid-run: 503s, no crash, no log flood, /db again
     fds.require_back();
 }
 
-TEST_CASE("workloads db a query waiting on a lock gets 503 at the statement timeout while "
-          "others are served",
-          "[conformance][workloads][db]") {
-    skip_without_database_client();
-    (void)pg::fixture_url_or_skip();  // [db] cases skip together without the fixture
-    pg::OwnPostgres db;
-    World world;
-    {
-        pg::Session ref(db.url());
-        world = pg::world_table(ref);
-    }
-    // The event models on one thread: their loop must not block on the
-    // query. The blocking models need a second thread for the other client.
-    const std::string threads = blocks_on_queries() ? "2" : "1";
-    INFO("--threads " << threads << " --idle-timeout 1");
-    auto server = start_server(with_db(db.url(), {"--threads", threads, "--idle-timeout", "1"}));
-    const DbFdBaseline fds(*server, db.port(), 1);
-    std::set<std::int64_t> ids;
-    {
-        // Both connections open (and asked for the database) before the lock:
-        // a blocking model gives each its thread and database connection.
-        Connection a = connect(*server, 10s);
-        Connection b = connect(*server, 10s);
+namespace {
+
+// A /db held by a lock on the world table: connection `a` sends it and waits
+// on the lock, while `b`, not waiting, is served a /plaintext. Both are
+// served one /db first, so a blocking model has given each its thread and
+// database connection before the lock. The lock is held until release().
+class QueryOnALock {
+  public:
+    QueryOnALock(const ServerProcess& server, const std::string& url, const World& world,
+                 std::set<std::int64_t>& ids)
+        : a(connect(server, 10s)), b(connect(server, 10s)) {
         a.send(make_request("GET", "/db"));
         b.send(make_request("GET", "/db"));
         check_db(a.read_response(), world, ids);
         check_db(b.read_response(), world, ids);
 
-        pg::Session locker(db.url());
-        pg::Session watcher(db.url());
-        locker.exec("BEGIN; LOCK TABLE world IN ACCESS EXCLUSIVE MODE");
-        const auto sent = Clock::now();
+        locker_ = std::make_unique<pg::Session>(url);
+        pg::Session watcher(url);
+        locker_->exec("BEGIN; LOCK TABLE world IN ACCESS EXCLUSIVE MODE");
+        sent = Clock::now();
         a.send(make_request("GET", "/db"));
         const bool waiting =
             eventually([&] { return pg::sessions_waiting_on_a_lock(watcher) >= 1; }, 5s, 10ms);
@@ -962,40 +951,86 @@ TEST_CASE("workloads db a query waiting on a lock gets 503 at the statement time
 
         // Meanwhile the other connection is served.
         const Response plain = b.request(make_request("GET", "/plaintext"));
-        const auto served = Clock::now();
+        served = Clock::now();
         INFO(plain.describe());
         CHECK(plain.status == 200);
         CHECK(plain.body == kPlaintextBody);
-        if (served - sent < 700ms) {
+    }
+
+    void release() { locker_->exec("ROLLBACK"); }
+
+    Connection a;
+    Connection b;
+    Clock::time_point sent;    // when a's /db went out
+    Clock::time_point served;  // when b's /plaintext came back
+
+  private:
+    std::unique_ptr<pg::Session> locker_;
+};
+
+// Reads the response to the /db that waited on the lock; fails the case
+// with the server's stderr if none comes.
+Response read_waiting_response(Connection& c, const ServerProcess& server) {
+    try {
+        return c.read_response();
+    } catch (const std::runtime_error& e) {
+        FAIL("the request waiting on the lock got no response: " << e.what()
+                                                                  << "\n--- server stderr ---\n"
+                                                                  << server.stderr_text());
+    }
+    return {};
+}
+
+// The lock cases: a PostgreSQL of their own and its world table. The event
+// models run one thread (their loop must not block on the query); the
+// blocking models need a second thread for the other client.
+struct LockCase {
+    pg::OwnPostgres db;
+    World world = [this] {
+        pg::Session ref(db.url());
+        return pg::world_table(ref);
+    }();
+    std::string threads = blocks_on_queries() ? "2" : "1";
+};
+
+}  // namespace
+
+TEST_CASE("workloads db a query waiting on a lock gets 503 at the statement timeout while "
+          "others are served",
+          "[conformance][workloads][db]") {
+    skip_without_database_client();
+    (void)pg::fixture_url_or_skip();  // [db] cases skip together without the fixture
+    LockCase lc;
+    INFO("--threads " << lc.threads << " --idle-timeout 1");
+    auto server = start_server(with_db(lc.db.url(), {"--threads", lc.threads, "--idle-timeout", "1"}));
+    const DbFdBaseline fds(*server, lc.db.port(), 1);
+    std::set<std::int64_t> ids;
+    {
+        QueryOnALock q(*server, lc.db.url(), lc.world, ids);
+        if (q.served - q.sent < 700ms) {
             // Well before the statement timeout: the /db is still waiting.
-            CHECK_FALSE(readable_now(a));
+            CHECK_FALSE(readable_now(q.a));
         }
 
         // The waiting request: a 503 at the statement timeout (--idle-timeout),
         // not a close for idleness.
-        Response late;
-        try {
-            late = a.read_response();
-        } catch (const std::runtime_error& e) {
-            FAIL("the request waiting on the lock got no response: " << e.what() << "\n"
-                                                                      << server->stderr_text());
-        }
-        const auto answered = Clock::now();
-        INFO("answered after "
-             << std::chrono::duration_cast<std::chrono::milliseconds>(answered - sent).count()
-             << " ms");
+        const Response late = read_waiting_response(q.a, *server);
+        INFO("answered after " << std::chrono::duration_cast<std::chrono::milliseconds>(
+                                      Clock::now() - q.sent)
+                                      .count()
+                               << " ms");
         check_database_unavailable(late);
         std::string lower = late.body;
         std::transform(lower.begin(), lower.end(), lower.begin(),
                        [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
         CHECK_THAT(lower, Catch::Matchers::Contains("timeout"));
         // The connection was kept: it serves the next request.
-        const Response next = a.request(make_request("GET", "/plaintext"));
+        const Response next = q.a.request(make_request("GET", "/plaintext"));
         CHECK(next.status == 200);
 
-        locker.exec("ROLLBACK");
+        q.release();
         // The lock gone, /db answers again on the same connection.
-        check_db(a.request(make_request("GET", "/db")), world, ids);
+        check_db(q.a.request(make_request("GET", "/db")), lc.world, ids);
     }
     REQUIRE(server->running());
     fds.require_back();
@@ -1005,60 +1040,32 @@ TEST_CASE("workloads db a request waiting on the database past --idle-timeout is
           "[conformance][workloads][db]") {
     skip_without_database_client();
     (void)pg::fixture_url_or_skip();  // [db] cases skip together without the fixture
-    pg::OwnPostgres db;
-    World world;
-    {
-        pg::Session ref(db.url());
-        world = pg::world_table(ref);
-    }
+    LockCase lc;
     // A statement timeout of its own (the conninfo's options win over the
     // one the server derives from --idle-timeout), far beyond the idle one:
     // the query outlives --idle-timeout, and then completes.
-    const std::string url = db.url() + "?options=-c%20statement_timeout%3D20000";
-    const std::string threads = blocks_on_queries() ? "2" : "1";
-    INFO("--db " << url << " --threads " << threads << " --idle-timeout 1");
-    auto server = start_server(with_db(url, {"--threads", threads, "--idle-timeout", "1"}));
-    const DbFdBaseline fds(*server, db.port(), 1);
+    const std::string url = lc.db.url() + "?options=-c%20statement_timeout%3D20000";
+    INFO("--db " << url << " --threads " << lc.threads << " --idle-timeout 1");
+    auto server = start_server(with_db(url, {"--threads", lc.threads, "--idle-timeout", "1"}));
+    const DbFdBaseline fds(*server, lc.db.port(), 1);
     std::set<std::int64_t> ids;
     {
-        Connection a = connect(*server, 10s);
-        Connection b = connect(*server, 10s);
-        a.send(make_request("GET", "/db"));
-        b.send(make_request("GET", "/db"));
-        check_db(a.read_response(), world, ids);
-        check_db(b.read_response(), world, ids);
-
-        pg::Session locker(db.url());
-        pg::Session watcher(db.url());
-        locker.exec("BEGIN; LOCK TABLE world IN ACCESS EXCLUSIVE MODE");
-        const auto sent = Clock::now();
-        a.send(make_request("GET", "/db"));
-        CHECK(eventually([&] { return pg::sessions_waiting_on_a_lock(watcher) >= 1; }, 5s, 10ms));
-        // The other connection is served meanwhile.
-        const Response plain = b.request(make_request("GET", "/plaintext"));
-        CHECK(plain.status == 200);
+        QueryOnALock q(*server, lc.db.url(), lc.world, ids);
 
         // Twice --idle-timeout: nothing arrives on the waiting connection,
         // neither a response nor a close.
-        pollfd p{a.fd(), POLLIN, 0};
-        const int ready = ::poll(&p, 1, remaining_ms(sent + 2500ms));
-        const auto quiet_for = Clock::now() - sent;
+        pollfd p{q.a.fd(), POLLIN, 0};
+        const int ready = ::poll(&p, 1, remaining_ms(q.sent + 2500ms));
+        const auto quiet_for = Clock::now() - q.sent;
         INFO("the waiting connection became "
              << (ready > 0 ? "readable (answered or closed)" : "nothing") << " after "
              << std::chrono::duration_cast<std::chrono::milliseconds>(quiet_for).count() << " ms");
         CHECK(ready == 0);
 
         // The lock released, the query completes: its row on the same connection.
-        locker.exec("ROLLBACK");
-        Response r;
-        try {
-            r = a.read_response();
-        } catch (const std::runtime_error& e) {
-            FAIL("the request that waited on the lock: " << e.what() << "\n--- server stderr ---\n"
-                                                         << server->stderr_text());
-        }
-        check_db(r, world, ids);
-        const Response next = a.request(make_request("GET", "/plaintext"));
+        q.release();
+        check_db(read_waiting_response(q.a, *server), lc.world, ids);
+        const Response next = q.a.request(make_request("GET", "/plaintext"));
         CHECK(next.status == 200);
         CHECK(next.body == kPlaintextBody);
     }
