@@ -199,3 +199,59 @@ TEST_CASE("framing_guard accepts empty scans", "[framing_guard]") {
     CHECK(g.scan(head.data() + head.size(), head.data() + head.size()) == nullptr);
     CHECK(g.head_complete());
 }
+
+// scan() looks at eight bytes at once inside runs (the method, the target,
+// the version, a name, a value) and walks the table a byte at a time
+// elsewhere; a scan of one byte always walks the table. So whole scans must
+// agree with one-byte scans on every input: the verdict, the reason and
+// whether the head is complete. The inputs are heads with one byte changed
+// to a value at a class boundary (controls, SP, '!', ':', '~', DEL, obs-text)
+// at every position, and runs of every length around the eight-byte step.
+TEST_CASE("framing_guard's eight-byte runs agree with scanning a byte at a time",
+          "[framing_guard]") {
+    struct Verdict {
+        std::string reason;  // empty: accepted
+        bool head_complete = false;
+        bool operator==(const Verdict&) const = default;
+    };
+    auto whole = [](std::string_view in) {
+        FramingGuard g;
+        g.start_head();
+        const char* why = g.scan(in.data(), in.data() + in.size());
+        return Verdict{why ? why : "", g.head_complete()};
+    };
+    auto bytewise = [](std::string_view in) {
+        FramingGuard g;
+        g.start_head();
+        const char* why = nullptr;
+        for (std::size_t i = 0; i < in.size() && why == nullptr; ++i)
+            why = g.scan(in.data() + i, in.data() + i + 1);
+        return Verdict{why ? why : "", g.head_complete()};
+    };
+    std::vector<std::string> heads;
+    for (std::size_t n = 0; n <= 19; ++n) {
+        const std::string run(n, 'a');
+        heads.push_back("GET" + run + " /" + run + " HTTP/1.1" + run + "\r\nHost: h" + run +
+                        "\r\nX" + run + ": v" + run + " w:\t" + run + "\x80\r\n\r\n");
+    }
+    heads.push_back("GET /plaintext HTTP/1.1\r\nHost: 127.0.0.1:19125\r\n\r\n");
+    const std::vector<char> boundary = {'\0', '\t', '\n', '\r', '\x1f', ' ',   '!',   ':',
+                                        '~',  '\x7f', '\x80', '\xff', 'H', 'T', 'P', '/'};
+    std::size_t cases = 0;
+    for (const std::string& head : heads) {
+        REQUIRE(whole(head) == Verdict{"", true});
+        for (std::size_t i = 0; i < head.size(); ++i) {
+            for (const char b : boundary) {
+                std::string in = head;
+                in[i] = b;
+                const Verdict w = whole(in);
+                const Verdict s = bytewise(in);
+                INFO("input with byte " << i << " = " << static_cast<int>(static_cast<unsigned char>(b))
+                                        << ": whole '" << w.reason << "', bytewise '" << s.reason << "'");
+                CHECK(w == s);
+                ++cases;
+            }
+        }
+    }
+    CHECK(cases > 10'000);
+}
