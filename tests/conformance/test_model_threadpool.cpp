@@ -1,8 +1,13 @@
 // server-threadpool only: the bounded hand-off queue between the reactor and
 // the workers. When it is full the reactor waits for a slot (back-pressure
 // into the listen backlog and the sockets); nothing is dropped or refused.
+// And --batch-reactor: the reactor thread's scheduling policy.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -58,4 +63,62 @@ TEST_CASE("threadpool --queue-size must be at least 1", "[model-threadpool]") {
     CHECK(r.status.exited);
     CHECK(r.status.code == 2);
     CHECK_THAT(r.err, Catch::Matchers::Contains("--queue-size"));
+}
+
+namespace {
+
+// How many of the process's threads run under each scheduling policy
+// (/proc/PID/task/TID/stat, field 41: 0 SCHED_OTHER, 3 SCHED_BATCH).
+std::map<int, int> threads_by_policy(pid_t pid) {
+    std::map<int, int> count;
+    for (const auto& task : std::filesystem::directory_iterator(
+             std::filesystem::path("/proc") / std::to_string(pid) / "task")) {
+        std::ifstream in(task.path() / "stat");
+        std::string stat;  // one line
+        std::getline(in, stat);
+        // The fields after the name, which is in parentheses and may hold spaces.
+        std::istringstream rest(stat.substr(stat.rfind(')') + 2));
+        std::vector<std::string> fields;
+        for (std::string f; rest >> f;)
+            fields.push_back(f);
+        REQUIRE(fields.size() > 38);
+        ++count[std::stoi(fields[38])];  // field 41 of the whole line; fields[0] is field 3
+    }
+    return count;
+}
+
+constexpr int kSchedOther = 0;
+constexpr int kSchedBatch = 3;
+
+}  // namespace
+
+TEST_CASE("threadpool --batch-reactor schedules the reactor thread SCHED_BATCH, and 0 does not",
+          "[model-threadpool]") {
+    for (const char* setting : {"default", "1", "0"}) {
+        std::vector<std::string> args = {"--threads", "3"};
+        if (std::string(setting) != "default") args.insert(args.end(), {"--batch-reactor", setting});
+        auto server = start_server(args);
+        // Serving either way, pipelined.
+        Connection c = connect(*server);
+        c.send(make_request("GET", "/plaintext") + make_request("GET", "/json"));
+        const auto responses = c.read_responses(2);
+        REQUIRE(responses.size() == 2);
+        CHECK(responses[0].body == kPlaintextBody);
+        CHECK(responses[1].body == kJsonBody);
+        const auto policies = threads_by_policy(server->pid());
+        INFO("--batch-reactor " << setting);
+        const bool batch = std::string(setting) != "0";
+        // One reactor; the three workers (and any other thread) stay ordinary.
+        CHECK(policies.count(kSchedBatch) == (batch ? 1U : 0U));
+        if (batch) CHECK(policies.at(kSchedBatch) == 1);
+        CHECK(policies.count(kSchedOther) == 1);
+        if (policies.count(kSchedOther)) CHECK(policies.at(kSchedOther) >= 3);
+    }
+}
+
+TEST_CASE("threadpool --batch-reactor takes only 0 or 1", "[model-threadpool]") {
+    const RunResult r = run_to_exit(target().binary, {"--batch-reactor", "2"});
+    CHECK(r.status.exited);
+    CHECK(r.status.code == 2);
+    CHECK_THAT(r.err, Catch::Matchers::Contains("--batch-reactor"));
 }
