@@ -1003,6 +1003,32 @@ class Checks(CompareTestCase):
         self.assertIn("1 passed, 0 failed", again.stdout)
 
 
+class PipelinedJson(CompareTestCase):
+    """--scenarios pipelined-json: /json at --depth requests per write (json-pDEPTH), each answer checked
+    as JSON, on the floor and a model; named only (not in hello); json-pN names it too, json-p alone not."""
+
+    def test_pipelined_json(self) -> None:
+        run = self.s.run(TINY + ["--targets", "epoll,floor", "--modes", "composed", "--scenarios", "json-p4",
+                                 "--depth", "4", "--pipeline-connections", "4", "--baseline", "floor"])
+        self.assertExit(run, 0)
+        results = self.results(run)
+        self.assertValid(results, run)
+        for tid in ("epoll/composed", "floor"):
+            rows = rows_of(results, tid)
+            self.assertEqual([(r["scenario"], r["connections"]) for r in rows], [("json-p4", 4)],
+                             run.describe(2000))
+            self.assertEqual(rows[0]["valid_runs"], 1, tid + run.describe(2000))
+            self.assertGreater(rows[0]["rps"]["median"], 0)
+        for r in runs_of(results, "epoll/composed"):
+            cmd = r["commands"]["client"]
+            self.assertEqual(cmd[cmd.index("--pipeline") + 1], "4", cmd)
+            self.assertTrue(any(x.endswith("/json") for x in cmd), cmd)
+            self.assertIn("--expect-json", cmd)
+        bad = self.s.run(TINY + ["--targets", "floor", "--scenarios", "json-p"], out=None)
+        self.assertExit(bad, 2)
+        self.assertIn("json-p", bad.stderr)
+
+
 class BadUsage(CompareTestCase):
     """Usage errors exit 2, name the problem on stderr, and start nothing."""
 

@@ -83,6 +83,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     g.add_argument("--modes", help=f"response modes of the models (default: {FULL['modes']}; --quick: composed)")
     g.add_argument("--scenarios",
                    help="comma list of plaintext, pipelined (plaintext, --depth requests per write), json, "
+                        "pipelined-json (json, --depth requests per write), "
                         "fortunes (the Fortunes page from memory: a template, no database), fortunes-db (from "
                         "PostgreSQL), db (one random row), queries (/queries?queries=N, --queries), or the groups "
                         f"hello ({','.join(scenarios_mod.GROUPS['hello'])}), workloads "

@@ -3,6 +3,8 @@
   plaintext        GET /plaintext, one request at a time per connection
   pipelined        GET /plaintext, --depth requests per write (plaintext-pDEPTH)
   json             GET /json
+  pipelined-json   GET /json, --depth requests per write (json-pDEPTH): the
+                   JSON writer's cost where the syscalls are amortised
   fortunes         GET /fortunes, the page rendered from the rows in memory
                    (the template workload: CPU in the handler, no database)
   fortunes-db      GET /fortunes, the rows read from PostgreSQL per request
@@ -10,7 +12,8 @@
   queries          GET /queries?queries=N, N random rows (queries-N; N from
                    --queries, default 20)
 
-Groups: hello (plaintext, pipelined, json), workloads (fortunes, fortunes-db,
+Groups: hello (plaintext, pipelined, json; pipelined-json only when named),
+workloads (fortunes, fortunes-db,
 db, queries), all. Without --scenarios: hello, and fortunes in the full
 comparison (not --quick): it needs no database. The database ones are run
 when named: they need PostgreSQL 15, which the comparison starts itself.
@@ -29,7 +32,7 @@ from .measure import Scenario
 from .models import ENDPOINTS_BY_NAME, WORKLOADS
 from .workloads import fortunes_page
 
-NAMES = ("plaintext", "pipelined", "json", "fortunes", "fortunes-db", "db", "queries")
+NAMES = ("plaintext", "pipelined", "json", "pipelined-json", "fortunes", "fortunes-db", "db", "queries")
 GROUPS = {"hello": ("plaintext", "pipelined", "json"), "workloads": ("fortunes", "fortunes-db", "db", "queries"),
           "all": NAMES}
 QUICK = GROUPS["hello"]
@@ -63,8 +66,10 @@ def parse(text: str | None, quick: bool, queries: str | None) -> tuple[list[str]
         if m:
             counts += [n for n in _queries_counts(m.group(1)) if n not in counts]
             names.append("queries")
-        elif w.startswith("plaintext-p"):
+        elif re.fullmatch(r"plaintext-p\d+", w):
             names.append("pipelined")
+        elif re.fullmatch(r"json-p\d+", w):
+            names.append("pipelined-json")
         elif w in GROUPS:
             names += GROUPS[w]
         elif w in NAMES:
@@ -95,6 +100,9 @@ def build(names: list[str], queries: list[int], depth: int, plain: tuple[int, ..
         elif n == "json":
             out.append(Scenario("json", "/json", 1, plain, hello["json"].content_type, hello["json"].body,
                                 expect_json=True))
+        elif n == "pipelined-json":
+            out.append(Scenario(f"json-p{depth}", "/json", depth, piped, hello["json"].content_type,
+                                hello["json"].body, expect_json=True))
         elif n in ("fortunes", "fortunes-db"):
             # fortunes-db's page is made again from the database's table once it runs (cli.measure).
             out.append(Scenario(n, "/fortunes", 1, plain, ctype["fortunes"], fortunes_page(),
