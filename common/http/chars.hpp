@@ -5,7 +5,9 @@
 #pragma once
 
 #include <array>
+#include <bit>
 #include <cstdint>
+#include <cstring>
 #include <string_view>
 
 namespace sm::http::chars {
@@ -57,5 +59,35 @@ inline constexpr std::array<std::uint8_t, 256> kTable = make_table();
 [[nodiscard]] constexpr char lower(char c) noexcept {
     return c >= 'A' && c <= 'Z' ? static_cast<char>(c | 0x20) : c;
 }
+
+// Eight bytes at a time (SWAR), for runs of ordinary bytes: each function
+// sets the high bit of every byte of w that is a stop. Exact for the lowest
+// such byte, the one std::countr_zero(stops) / 8 finds (a borrow can mark
+// bytes above it, never below): the first stop of the eight.
+namespace swar {
+inline constexpr std::uint64_t kOnes = 0x0101010101010101ULL;
+inline constexpr std::uint64_t kHigh = 0x8080808080808080ULL;
+
+// Bytes below n (n <= 0x80; bytes from 0x80 are never below it).
+[[nodiscard]] constexpr std::uint64_t below(std::uint64_t w, std::uint8_t n) noexcept {
+    return (w - kOnes * n) & ~w & kHigh;
+}
+// Bytes equal to c.
+[[nodiscard]] constexpr std::uint64_t equal(std::uint64_t w, std::uint8_t c) noexcept {
+    const std::uint64_t y = w ^ (kOnes * c);
+    return (y - kOnes) & ~y & kHigh;
+}
+// The eight bytes at p, the one at p lowest.
+[[nodiscard]] inline std::uint64_t load8(const char* p) noexcept {
+    std::uint64_t w;
+    std::memcpy(&w, p, sizeof w);
+    if constexpr (std::endian::native == std::endian::big) w = __builtin_bswap64(w);
+    return w;
+}
+// How many bytes before the first stop (8: none of them is one).
+[[nodiscard]] constexpr int before_stop(std::uint64_t stops) noexcept {
+    return stops == 0 ? 8 : std::countr_zero(stops) / 8;
+}
+}  // namespace swar
 
 }  // namespace sm::http::chars

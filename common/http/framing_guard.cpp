@@ -1,8 +1,8 @@
 #include "http/framing_guard.hpp"
 
 #include <array>
-#include <bit>
-#include <cstring>
+
+#include "http/chars.hpp"
 
 namespace sm::http {
 namespace {
@@ -167,25 +167,9 @@ const char* reason(std::uint8_t state, std::uint8_t cls) noexcept {
 // its class could lead elsewhere from the run's state: below 0x21 (SP, HTAB,
 // CR, LF, controls; in a value below 0x20, so SP and ':' stay), DEL, and in a
 // name ':'. Bytes from 0x80 (obs-text) are kOther and never stops.
-constexpr std::uint64_t kOnes = 0x0101010101010101ULL;
-constexpr std::uint64_t kHigh = 0x8080808080808080ULL;
-
-// Each returns the high bit of every byte of w that is a stop, exactly for
-// the lowest such byte (a borrow can mark bytes above it, never below).
-constexpr std::uint64_t below(std::uint64_t w, std::uint8_t n) noexcept {
-    return (w - kOnes * n) & ~w & kHigh;
-}
-constexpr std::uint64_t equal(std::uint64_t w, std::uint8_t c) noexcept {
-    const std::uint64_t y = w ^ (kOnes * c);
-    return (y - kOnes) & ~y & kHigh;
-}
-
-std::uint64_t load8(const char* p) noexcept {
-    std::uint64_t w;
-    std::memcpy(&w, p, sizeof w);
-    if constexpr (std::endian::native == std::endian::big) w = __builtin_bswap64(w);
-    return w;  // the byte at p is the lowest
-}
+using chars::swar::below;
+using chars::swar::equal;
+using chars::swar::load8;
 
 constexpr std::size_t kMethodAt = S::kMethod * kRowSize;
 constexpr std::size_t kTargetAt = S::kTarget * kRowSize;
@@ -217,7 +201,7 @@ int run_length(std::size_t at, const char* p) noexcept {
         }
         default: return -1;
     }
-    return stops == 0 ? 8 : std::countr_zero(stops) / 8;
+    return chars::swar::before_stop(stops);
 }
 
 }  // namespace

@@ -163,3 +163,33 @@ TEST_CASE("json sizes bound the output", "[json]") {
     CHECK(json_max_size(Message{""}) == std::string_view(R"({"message":""})").size());
     CHECK(string_ours(std::string(5, '\x02')).size() == json_string_max_size(5));
 }
+
+// The writer copies runs of bytes that need no escape eight at a time and
+// escapes the byte that ends a run: every length around that step, with a
+// byte at a class boundary (controls, '"', '\\', and the bytes that are never
+// escaped next to them) at every position, against nlohmann.
+TEST_CASE("json serialize matches nlohmann with an escape at every position of every length",
+          "[json]") {
+    const std::string boundary = std::string("\x00\x1f\"\\\n\x20\x21\x5b\x5d\x7f", 10) + "\xc3\xa9";
+    std::size_t cases = 0;
+    for (std::size_t n = 1; n <= 26; ++n) {
+        for (std::size_t i = 0; i < n; ++i) {
+            for (const char b : boundary) {
+                std::string s(n, 'x');
+                s[i] = b;
+                if (static_cast<unsigned char>(b) >= 0x80) {  // a whole two-byte character
+                    if (i + 1 == n) continue;
+                    s[i + 1] = '\xa9';
+                    s[i] = '\xc3';
+                }
+                INFO("length " << n << ", byte 0x" << std::hex
+                               << static_cast<int>(static_cast<unsigned char>(b)) << std::dec
+                               << " at " << i);
+                CHECK(ours(s) == reference(s));
+                CHECK(string_ours(s) == nlohmann::json(s).dump());
+                ++cases;
+            }
+        }
+    }
+    CHECK(cases > 3000);
+}
