@@ -507,6 +507,14 @@ void Session::scan_target(const char* at, std::size_t n) noexcept {
     }
     if (target_state_ == TargetState::path) {
         std::size_t end = i;
+        // The path's end ('?' or '#'), eight bytes at a time, then byte by byte.
+        while (n - end >= 8) {
+            const std::uint64_t w = chars::swar::load8(at + end);
+            const int run =
+                chars::swar::before_stop(chars::swar::equal(w, '?') | chars::swar::equal(w, '#'));
+            end += static_cast<std::size_t>(run);
+            if (run < 8) break;
+        }
         while (end < n && at[end] != '?' && at[end] != '#')
             ++end;
         const std::size_t take = end - i;

@@ -555,6 +555,16 @@ TEST_CASE("session routes every target form as route() does, however the target 
         {"GET", std::string("http://h/").append(200, 'p')},
         {"GET", std::string("/").append(200, 'p')},
         {"GET", "/json/../json"},
+        // The path's end is looked for eight bytes at a time: '?' and '#'
+        // before, at and after the eighth byte.
+        {"GET", "/plaint?ext"},
+        {"GET", "/plainte?xt"},
+        {"GET", "/plaintex?t"},
+        {"GET", "/plaintext?aaaaaaaaaaaaaaaaa"},
+        {"GET", "/plaintext#aaaaaaaa?b"},
+        {"GET", "/plaintextt?x"},
+        {"GET", "/plaintex#/plaintext"},
+        {"GET", "/json?/plaintext"},
         {"DELETE", "http://h/"},
         {"OPTIONS", "*"},
     };
