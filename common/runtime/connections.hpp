@@ -65,15 +65,16 @@ class Connections {
     // Nothing refers to c any more: it serves the next connection.
     void recycle(Conn& c) noexcept {
         c.session.reset();
-        c.lingering = false;
+        c.lingering = c.want_close = c.peer_closed = false;
         free_.push_back(&c);
     }
 
     // Everything owed to the client is written: the lingering close starts
     // on `socket` (see deadlines.hpp), bounded by --linger-timeout. False:
-    // close at once instead (no lingering configured, or the peer is gone).
+    // close at once instead (no lingering configured, the peer closed its
+    // side already, or the peer is gone).
     bool start_linger(Conn& c, NativeHandle socket, Clock::time_point now) noexcept {
-        if (!start_lingering_close(socket, options_.linger_timeout)) return false;
+        if (c.peer_closed || !start_lingering_close(socket, options_.linger_timeout)) return false;
         deadlines.linger(c, now);
         return true;
     }
@@ -116,6 +117,13 @@ class Connections {
     // connection instead of waiting for another request.
     [[nodiscard]] bool done_with(const Conn& c) const noexcept {
         return stopping_ && c.session.idle();
+    }
+
+    // Every response owed is written: does the connection end now (the
+    // session ended, the client closed its side, or done_with)? Then the
+    // model finishes it: start_linger, or close.
+    [[nodiscard]] bool ending(const Conn& c) const noexcept {
+        return c.want_close || c.peer_closed || done_with(c);
     }
 
     // The earliest deadline (connections, the gate, the stop), or max().

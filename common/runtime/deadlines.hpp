@@ -33,6 +33,11 @@ struct ConnectionRecord {
     http::Session session;
     bool open = false;       // between Connections::open() and closed()
     bool lingering = false;  // our side is shut down: input is discarded until EOF or deadline
+    // The session ended (Connection: close, an error, HTTP/1.0): what follows
+    // is not answered, and the connection ends once its output is written.
+    bool want_close = false;
+    // The client shut down its side (a read returned 0): no lingering close.
+    bool peer_closed = false;
     Clock::time_point last_active{};  // last read or write progress
     Clock::time_point head_deadline{};
     Clock::time_point linger_deadline{};

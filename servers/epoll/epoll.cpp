@@ -68,7 +68,7 @@ void Reactor::run() {
         // Closed in this batch: events for them may still be in `events`
         // (stale, ignored by dispatch) until here.
         for (Connection* c : closed_) {
-            c->input_ready = c->peer_closed = c->peer_fin_seen = c->want_close = false;
+            c->input_ready = c->peer_fin_seen = false;
             conns_.recycle(*c);
         }
         closed_.clear();
@@ -187,7 +187,7 @@ bool Reactor::write_pending(Connection& c) {
     // Drained: a backlog of that size was exceptional, give the memory back.
     c.pending.release();
     if (c.session.waiting()) return true;
-    if (c.want_close || c.peer_closed || conns_.done_with(c)) {
+    if (conns_.ending(c)) {
         finish(c);
         return false;
     }
@@ -204,7 +204,7 @@ void Reactor::expire_head(Connection& c) {
 
 void Reactor::finish(Connection& c) {
     // Everything we owe the client is written (or the client is gone).
-    if (c.peer_closed || !conns_.start_linger(c, c.fd, now_)) return close_now(c);
+    if (!conns_.start_linger(c, c.fd, now_)) return close_now(c);
     drain_linger(c);
 }
 
@@ -268,7 +268,7 @@ void Reactor::deliver(void* owner, const http::Job& job, const http::JobResult& 
     }
     if (c.session.waiting() || !c.pending.empty()) return;
     // Nothing waits any more: the connection goes on where it paused.
-    if (c.want_close || c.peer_closed || conns_.done_with(c)) return finish(c);
+    if (conns_.ending(c)) return finish(c);
     if (c.input_ready && !c.ready_hook.linked()) ready_.push_back(c);
 }
 

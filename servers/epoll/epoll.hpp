@@ -34,9 +34,7 @@ struct Connection : runtime::ConnectionRecord {
     int fd = -1;
     http::ByteBuffer pending;      // responses the socket has not taken yet (waiting for EPOLLOUT)
     bool input_ready = false;      // the last read did not prove the socket drained
-    bool peer_closed = false;      // read() returned 0: the client shut down its side
     bool peer_fin_seen = false;    // EPOLLRDHUP/EPOLLHUP arrived: the EOF is waiting to be read
-    bool want_close = false;       // the session ended (Connection: close, error, HTTP/1.0)
     runtime::ListHook ready_hook;  // in Reactor::ready_: has input left after its budget
 };
 

@@ -305,7 +305,7 @@ void Worker::work(Connection& c) {
         if (!c.sending.empty()) {
             post_send(c);
             if (!c.open) return;
-        } else if (c.want_close || c.peer_closed || conns_.done_with(c)) {
+        } else if (conns_.ending(c)) {
             // Everything we owe the client is sent.
             finish(c);
             if (!c.open) return;
@@ -329,9 +329,7 @@ void Worker::expire_head(Connection& c) {
 }
 
 void Worker::finish(Connection& c) {
-    if (c.peer_closed ||
-        !conns_.start_linger(c, static_cast<runtime::NativeHandle>(c.socket), now_))
-        close_now(c);
+    if (!conns_.start_linger(c, static_cast<runtime::NativeHandle>(c.socket), now_)) close_now(c);
 }
 
 void Worker::close_now(Connection& c) {
@@ -355,7 +353,7 @@ bool Worker::op_done(Connection& c) noexcept {
     if (c.ops != 0) return true;
     trim(c.out, kKeepCapacity);
     trim(c.sending, kKeepCapacity);
-    c.recv_posted = c.send_posted = c.peer_closed = c.want_close = c.closing = false;
+    c.recv_posted = c.send_posted = c.closing = false;
     conns_.recycle(c);
     return true;
 }

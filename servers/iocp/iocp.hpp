@@ -69,8 +69,6 @@ struct Connection : runtime::ConnectionRecord {
     std::uint8_t ops = 0;        // operations in flight; the object is reused once back at 0
     bool recv_posted = false;
     bool send_posted = false;
-    bool peer_closed = false;     // a recv returned 0: the client shut down its side
-    bool want_close = false;      // the session ended (Connection: close, error, HTTP/1.0)
     bool closing = false;         // closed: recycled when ops reaches 0
     runtime::ListHook work_hook;  // in Worker::work_: needs a look after the batch
 };

@@ -111,7 +111,7 @@ void Worker::on_close(uv_handle_t* h) noexcept {
     c.pending.release();
     c.later.clear();
     c.later.release();
-    c.reading = c.writing = c.want_close = false;
+    c.reading = c.writing = false;
     of(h).conns_.recycle(c);
 }
 
@@ -234,7 +234,7 @@ void Worker::deliver(void* owner, const http::Job& job, const http::JobResult& r
     if (!out_.empty() && !send_batch(c)) return;
     if (c.session.waiting()) return;
     // Nothing waits any more: the connection goes on where it paused.
-    if (c.want_close || conns_.done_with(c)) return finish(c);
+    if (conns_.ending(c)) return finish(c);
     if (!start_reading(c)) close_now(c);
 }
 
@@ -334,7 +334,7 @@ void Worker::written(uv_write_t* req, int status) {
         if (!send_batch(c)) return;
     }
     if (c.session.waiting()) return;
-    if (c.want_close || conns_.done_with(c)) return finish(c);
+    if (conns_.ending(c)) return finish(c);
     if (!start_reading(c)) close_now(c);
 }
 

@@ -56,7 +56,6 @@ struct Connection : runtime::ConnectionRecord {
     std::size_t unwritten = 0;  // libuv's write queue at the last idle check
     bool reading = false;       // uv_read_start is in effect
     bool writing = false;       // write_req is in flight; reading is paused
-    bool want_close = false;    // the session ended (Connection: close, error, HTTP/1.0)
 };
 
 class Worker final : db::Loop {

@@ -382,7 +382,7 @@ void Worker::work(Connection& c) {
             c.send_in_flight = true;
             ++c.ops;
         } else if (c.held.empty() && !c.session.waiting() &&
-                   (c.want_close || c.peer_closed || conns_.done_with(c))) {
+                   conns_.ending(c)) {
             // Everything we owe the client is sent.
             finish(c);
             // Closed (and maybe finalized: then fd is -1 and the flags are
@@ -405,7 +405,7 @@ void Worker::expire_head(Connection& c) {
 }
 
 void Worker::finish(Connection& c) {
-    if (c.peer_closed || !conns_.start_linger(c, c.fd, now_)) return close_now(c);
+    if (!conns_.start_linger(c, c.fd, now_)) return close_now(c);
     c.recv_paused = false;
 }
 
@@ -432,7 +432,7 @@ void Worker::finalize(Connection& c) {
     trim(c.sending, kPooledCapacity);
     trim(c.held, kPooledCapacity);
     c.recv_armed = c.recv_cancelling = c.recv_paused = c.send_in_flight = false;
-    c.peer_closed = c.want_close = c.closing = false;
+    c.closing = false;
     // The freed slot is noticed by the loop (run()), not here: callers may
     // still hold `c`, which a connection taken from parked_ could reuse at once.
     conns_.closed(c);

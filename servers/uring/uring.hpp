@@ -53,8 +53,6 @@ struct alignas(8) Connection : runtime::ConnectionRecord {
     bool recv_cancelling = false;  // an ASYNC_CANCEL for it is on its way
     bool recv_paused = false;      // output backed up: input is held, recv off until it drains
     bool send_in_flight = false;
-    bool peer_closed = false;     // recv returned 0: the client shut down its side
-    bool want_close = false;      // the session ended (Connection: close, error, HTTP/1.0)
     bool closing = false;         // cancelled: closed and recycled when ops reaches 0
     runtime::ListHook work_hook;  // in Worker::work_: needs a look after the batch
 };

@@ -211,6 +211,32 @@ TEST_CASE("connections done_with is false until stopping", "[connections]") {
     CHECK(h.conns.done_with(a));
 }
 
+TEST_CASE("connections ending: the session ended, the peer closed its side, or done_with",
+          "[connections]") {
+    Harness h;
+    TestConn& a = h.accept(at(0));
+    TestConn& b = h.accept(at(0));
+    TestConn& c = h.accept(at(0));
+    TestConn& d = h.accept(at(0));
+    feed(d, kHeadStart);  // a request partly here: not done_with while stopping
+    CHECK_FALSE(h.conns.ending(a));
+    b.want_close = true;
+    c.peer_closed = true;
+    CHECK(h.conns.ending(b));
+    CHECK(h.conns.ending(c));
+    h.conns.begin_shutdown(
+        at(0), [](const TestConn&) { return false; }, h.close());
+    CHECK(h.conns.ending(a));  // stopping, and its session is idle
+    CHECK_FALSE(h.conns.ending(d));
+    // A recycled connection starts with neither flag.
+    h.conns.closed(b);
+    h.conns.recycle(b);
+    h.conns.closed(c);
+    h.conns.recycle(c);
+    CHECK_FALSE(b.want_close);
+    CHECK_FALSE(c.peer_closed);
+}
+
 TEST_CASE("connections expire past the shutdown deadline closes every open one", "[connections]") {
     ServerOptions o = sm::test::test_options();
     o.idle_timeout = o.header_timeout = o.linger_timeout = 1000ms;  // only the stop is due
@@ -282,6 +308,16 @@ TEST_CASE("connections start_linger starts the lingering close on the socket", "
         CHECK(h.conns.next_deadline() == at(60));
         // The peer sees our FIN.
         CHECK(sm::runtime::test::receive(sp.peer.get(), byte) == Received::eof);
+    }
+    SECTION("the peer closed its side: close at once instead") {
+        Harness h;
+        TestConn& a = h.accept(at(0));
+        a.peer_closed = true;
+        CHECK_FALSE(h.conns.start_linger(a, sp.ours.get(), at(10)));
+        CHECK_FALSE(a.lingering);
+        CHECK(h.conns.next_deadline() == at(100));
+        // Not shut down: no EOF.
+        CHECK(sm::runtime::test::receive_now(sp.peer.get(), byte) == Received::nothing);
     }
     SECTION("without one: close at once instead") {
         ServerOptions o = sm::test::test_options();
