@@ -9,9 +9,13 @@
 //   compose   ResponseCache::write_endpoint, one response per request
 //   session   Session::feed of the whole batch: all of the above plus the
 //             callbacks, the field checks, the target and the routing
+//   256 conns the same, each batch fed to the next of 256 sessions in turn (as
+//             a server with 256 busy connections does): what the per-
+//             connection state costs once it no longer stays in the L1 cache
 // Each figure is the best of --repeat runs (the machine is shared: the
 // minimum is the least disturbed), for the requests loadgen (and wrk: the
-// same bytes) sends to /plaintext and /json, and a browser-like one. Pin it to one CPU (taskset -c 1 ...) for steady figures.
+// same bytes) sends to /plaintext and /json, and a browser-like one. Pin it to one CPU (taskset -c
+// 1 ...) for steady figures.
 //   build/release/bench/micro/sm_bench_session [batches] [repeats]
 #include <llhttp.h>
 
@@ -20,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -82,8 +87,8 @@ int main(int argc, char** argv) {
     const sm::http::Limits limits;
     std::printf("ns per request, %d-deep pipelined batches, best of %d runs of %ld batches\n",
                 kDepth, repeats, batches);
-    std::printf("%-24s %8s %8s %8s %8s %8s\n", "request", "guard", "llhttp", "through", "compose",
-                "session");
+    std::printf("%-24s %8s %8s %8s %8s %8s %9s\n", "request", "guard", "llhttp", "through",
+                "compose", "session", "256 conns");
     std::size_t sink = 0;
     for (const Load& load : loads) {
         std::string batch;
@@ -141,8 +146,20 @@ int main(int argc, char** argv) {
             if (session.feed(batch, out) != sm::http::Session::Result::open) std::abort();
             sink += out.size();
         });
-        std::printf("%-24s %8.1f %8.1f %8.1f %8.1f %8.1f\n", load.name, guard_ns, llhttp_ns,
-                    through_ns, compose_ns, session_ns);
+        constexpr std::size_t kConnections = 256;
+        std::vector<std::unique_ptr<sm::http::Session>> sessions;
+        for (std::size_t i = 0; i < kConnections; ++i)
+            sessions.push_back(std::make_unique<sm::http::Session>(cache, limits));
+        std::size_t next = 0;
+        const double conns_ns = best_ns_per_request(batches, repeats, [&] {
+            out.clear();
+            sm::http::Session& s = *sessions[next];
+            next = next + 1 == kConnections ? 0 : next + 1;
+            if (s.feed(batch, out) != sm::http::Session::Result::open) std::abort();
+            sink += out.size();
+        });
+        std::printf("%-24s %8.1f %8.1f %8.1f %8.1f %8.1f %9.1f\n", load.name, guard_ns, llhttp_ns,
+                    through_ns, compose_ns, session_ns, conns_ns);
     }
     std::printf("(checksum %zu)\n", sink);
     return 0;
