@@ -18,6 +18,13 @@
 // their answers in order, and the check costs one compare for each of the
 // first ten bytes of a request only; llhttp never runs.
 //
+// --spin-ns N makes it a calibration: N nanoseconds of busy CPU per
+// response, in place of the parse and render a server does. Against the
+// plain floor it shows what a given user-space cost per request costs a
+// server in all on this machine, kernel time included: a slower server lets
+// the client go idle, and waking it is work the server's sends pay for
+// (bench/compare/README.md, "What a nanosecond costs").
+//
 // Shared with the servers: options, ready line, signals (common/runtime),
 // the response bytes (common/http). Not shared: request parsing. Do not use
 // it to serve anything.
@@ -26,6 +33,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <ctime>
 #include <memory>
@@ -69,9 +77,13 @@ struct Responses {
 };
 
 // Appends to `out` a response for every "\r\n\r\n" in [p, end), continuing
-// the matches carried over from the last read in `c`.
-void answer(const char* p, const char* end, Conn& c, const Responses& responses, std::string& out) {
+// the matches carried over from the last read in `c`; returns how many
+// (kCount; the plain floor counts nothing, so its loop stays what it was).
+template <bool kCount>
+std::size_t answer(const char* p, const char* end, Conn& c, const Responses& responses,
+                   std::string& out) {
     static constexpr char kEnd[] = "\r\n\r\n";
+    std::size_t answered = 0;
     for (; p < end; ++p) {
         const char ch = *p;
         if (c.start < kJsonStart.size())
@@ -81,6 +93,7 @@ void answer(const char* p, const char* end, Conn& c, const Responses& responses,
         if (ch == kEnd[c.matched]) {
             if (++c.matched == 4) {
                 out += c.start == kJson ? responses.json : responses.plaintext;
+                if constexpr (kCount) ++answered;
                 c.matched = 0;
                 c.start = 0;
             }
@@ -88,11 +101,36 @@ void answer(const char* p, const char* end, Conn& c, const Responses& responses,
             c.matched = ch == '\r' ? 1 : 0;
         }
     }
+    return answered;
 }
 
+constexpr sm::runtime::ModelOption kSpinNs{
+    .name = "spin-ns",
+    .help =
+        "Nanoseconds of busy CPU per response (a loop on the monotonic clock), standing in for "
+        "the parse and render a server does: what that much user-space work per request costs "
+        "in all on this machine, against the plain floor. 0: none",
+    .value = 0,
+    .min = 0,
+    .max = 10'000'000};
+
+constexpr sm::runtime::ModelOption kFloorOptions[] = {kSpinNs};
+
+// A busy wait. steady_clock reads are vDSO calls on the usual clocksources
+// (tsc, kvm-clock): no syscall, no kernel time.
+void spin(std::chrono::nanoseconds total) {
+    const auto until = std::chrono::steady_clock::now() + total;
+    while (std::chrono::steady_clock::now() < until) {
+    }
+}
+
+// kSpin: --spin-ns is set. Two instances, so that the plain floor's loop has
+// not even a branch more than it had before the option.
+template <bool kSpin>
 void run_floor(const sm::runtime::WorkerContext& ctx) {
     const Responses responses{canned_response(sm::http::Endpoint::plaintext),
                               canned_response(sm::http::Endpoint::json)};
+    [[maybe_unused]] const std::chrono::nanoseconds spin_ns(ctx.options.model_option(kSpinNs.name));
     std::string out;
     auto buf = std::make_unique<char[]>(kReadSize);
     const int ep = ::epoll_create1(EPOLL_CLOEXEC);
@@ -152,7 +190,9 @@ void run_floor(const sm::runtime::WorkerContext& ctx) {
                     break;
                 }
                 out.clear();
-                answer(buf.get(), buf.get() + r, c, responses, out);
+                [[maybe_unused]] const std::size_t answered =
+                    answer<kSpin>(buf.get(), buf.get() + r, c, responses, out);
+                if constexpr (kSpin) spin(spin_ns * answered);
                 if (!c.pending.empty()) {
                     c.pending += out;
                 } else if (!out.empty()) {
@@ -174,12 +214,20 @@ void run_floor(const sm::runtime::WorkerContext& ctx) {
     ::close(ep);
 }
 
+void run_worker(const sm::runtime::WorkerContext& ctx) {
+    if (ctx.options.model_option(kSpinNs.name) != 0)
+        run_floor<true>(ctx);
+    else
+        run_floor<false>(ctx);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     static constexpr sm::runtime::Model kFloor{
         .name = "floor",
-        .worker = &run_floor,
+        .worker = &run_worker,
+        .options = kFloorOptions,
         .description =
             "a no-parse responder, NOT a server: one canned response per blank line "
             "seen, one write per read (the syscall floor, and a load generator's "

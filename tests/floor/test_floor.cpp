@@ -140,3 +140,31 @@ TEST_CASE("floor under loadgen: /json passes --expect-json, /plaintext --expect-
     CHECK(r.out.find("Errors: none") != std::string::npos);
     CHECK(r.out.find("Status: 2xx") != std::string::npos);
 }
+
+TEST_CASE("floor --spin-ns holds every response back that long, and still answers each one",
+          "[floor]") {
+    // A lower bound only (a busy wait of 5 ms per response cannot end
+    // sooner on the monotonic clock): three pipelined requests in one write
+    // take at least 15 ms, and the answers are the plain floor's.
+    ServerProcess floor(SM_FLOOR_BINARY, {"--address", "127.0.0.1", "--port", "0", "--threads", "1",
+                                          "--spin-ns", "5000000"});
+    Connection conn(floor.host(), floor.port());
+    const auto t0 = std::chrono::steady_clock::now();
+    conn.send(get("/plaintext") + get("/json") + get("/plaintext"));
+    const std::vector<Response> answers = conn.read_responses(3);
+    const auto took = std::chrono::steady_clock::now() - t0;
+    REQUIRE(answers.size() == 3);
+    CHECK(answers[0].body == kPlaintextBody);
+    CHECK(answers[1].body == kJsonBody);
+    CHECK(answers[2].body == kPlaintextBody);
+    CHECK(took >= 15ms);
+    CHECK(floor.stop().clean());
+}
+
+TEST_CASE("floor --spin-ns refuses what is not a count of nanoseconds up to 10 ms", "[floor]") {
+    const auto bad = GENERATE(as<std::string>{}, "-1", "abc", "10000001");
+    const RunResult r = run_to_exit(SM_FLOOR_BINARY, {"--port", "0", "--spin-ns", bad});
+    INFO(bad << "\n" << r.out << r.err);
+    CHECK(r.status.code == 2);
+    CHECK(r.err.find("--spin-ns") != std::string::npos);
+}
