@@ -20,6 +20,7 @@
 #include "http/session.hpp"
 #include "runtime/clock.hpp"
 #include "runtime/intrusive_list.hpp"
+#include "runtime/late_head.hpp"
 #include "runtime/options.hpp"
 
 namespace sm::runtime {

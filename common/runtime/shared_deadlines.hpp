@@ -11,6 +11,7 @@
 
 #include "http/session.hpp"
 #include "runtime/clock.hpp"
+#include "runtime/late_head.hpp"
 #include "runtime/options.hpp"
 #include "runtime/platform.hpp"
 

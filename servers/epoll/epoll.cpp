@@ -195,10 +195,7 @@ bool Reactor::write_pending(Connection& c) {
 }
 
 void Reactor::expire_head(Connection& c) {
-    // Responses still queued: the client is not reading, so it gets no 408.
-    if (!c.pending.empty()) return close_now(c);
-    c.session.expire_head(out_);
-    c.want_close = true;
+    if (!runtime::answer_late_head(c, !c.pending.empty(), out_)) return close_now(c);
     if (send_out(c) && c.pending.empty()) finish(c);
 }
 

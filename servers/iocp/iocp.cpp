@@ -9,6 +9,7 @@
 #include <thread>
 #include <utility>
 
+#include "runtime/send_buffers.hpp"
 #include "runtime/tuning.hpp"
 
 namespace sm::iocp {
@@ -23,21 +24,13 @@ constexpr std::size_t kRecvSize = 8 * 1024;
 constexpr std::size_t kAcceptsAhead = 16;
 // Output a connection may hold (sent and unsent) before its recv stops.
 constexpr std::size_t kHighWater = runtime::kBatchOutput;
-// Output buffers grown beyond this by a backlog are freed once drained.
-constexpr std::size_t kKeepCapacity = 64 * 1024;
 
 [[noreturn]] void throw_last_error(const char* what) {
     throw std::system_error(static_cast<int>(::GetLastError()), std::system_category(), what);
 }
 
-std::size_t output_of(const Connection& c) noexcept {
-    return c.out.size() + c.sending.size();
-}
-
-void trim(http::ByteBuffer& b, std::size_t keep) noexcept {
-    b.clear();
-    if (b.capacity() > keep) b.release();
-}
+using runtime::output_of;
+using runtime::trim;
 
 // The Win32 error of a completed operation (0: it succeeded).
 DWORD error_of(SOCKET s, OVERLAPPED* ov) noexcept {
@@ -282,9 +275,7 @@ void Worker::on_send(Connection& c, DWORD bytes, DWORD error) {
     c.send_posted = false;
     if (op_done(c)) return;
     if (error != 0) return close_now(c);  // reset: nobody to answer
-    // A short send leaves the rest in `sending`; work() sends it next.
-    c.sending.consume(std::min<std::size_t>(bytes, c.sending.size()));
-    if (bytes > 0) conns_.deadlines.touch(c, now_);
+    if (runtime::consume_sent(c, bytes)) conns_.deadlines.touch(c, now_);  // work() sends the rest
     mark(c);
 }
 
@@ -295,12 +286,7 @@ void Worker::mark(Connection& c) noexcept {
 void Worker::work(Connection& c) {
     if (c.closing) return;
     if (!c.send_posted && !c.lingering) {
-        if (c.sending.empty()) {
-            // Everything collected goes out in one send; the drained buffer
-            // collects the next responses (nothing is copied).
-            std::swap(c.out, c.sending);
-            if (c.out.capacity() > kKeepCapacity) c.out.release();  // grown by a backlog
-        }
+        runtime::take_collected(c);
         // Closed by either (maybe recycled already: only `open` says so).
         if (!c.sending.empty()) {
             post_send(c);
@@ -321,10 +307,8 @@ void Worker::work(Connection& c) {
 // --- Closing ----------------------------------------------------------------------
 
 void Worker::expire_head(Connection& c) {
-    // Responses still queued: the client is not reading, so it gets no 408.
-    if (output_of(c) != 0 || c.send_posted) return close_now(c);
-    c.session.expire_head(c.out);
-    c.want_close = true;
+    if (!runtime::answer_late_head(c, output_of(c) != 0 || c.send_posted, c.out))
+        return close_now(c);
     work(c);  // sends the 408, then lingers
 }
 
@@ -351,8 +335,8 @@ bool Worker::op_done(Connection& c) noexcept {
     if (c.ops > 0) --c.ops;
     if (!c.closing) return false;
     if (c.ops != 0) return true;
-    trim(c.out, kKeepCapacity);
-    trim(c.sending, kKeepCapacity);
+    trim(c.out, runtime::kKeepOutputCapacity);
+    trim(c.sending, runtime::kKeepOutputCapacity);
     c.recv_posted = c.send_posted = c.closing = false;
     conns_.recycle(c);
     return true;

@@ -350,10 +350,7 @@ bool Worker::start_reading(Connection& c) noexcept {
 // --- Closing --------------------------------------------------------------------
 
 void Worker::expire_head(Connection& c) {
-    // Responses still being written: the client is not reading, so it gets no 408.
-    if (c.writing) return close_now(c);
-    c.session.expire_head(out_);
-    c.want_close = true;
+    if (!runtime::answer_late_head(c, c.writing, out_)) return close_now(c);
     if (send_batch(c)) finish(c);  // else written() finishes
 }
 

@@ -342,13 +342,10 @@ void Pool::rearm(Connection& c, std::uint32_t events) {
 
 void Pool::expire_head(Worker& w, Connection& c) {
     c.deadlines.clear_head();
-    // Responses still queued: the client is not reading, so it gets no 408.
-    if (!c.pending.empty()) return close_connection(c);
-    c.session.expire_head(w.out);
+    if (!runtime::answer_late_head(c, !c.pending.empty(), w.out)) return close_connection(c);
     const bool whole = flush(c, w.out) && w.out.empty();
     w.out.clear();
     if (!whole) return close_connection(c);
-    c.want_close = true;
     start_linger(w, c);
 }
 

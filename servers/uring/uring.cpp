@@ -12,6 +12,7 @@
 
 #include <fmt/core.h>
 
+#include "runtime/send_buffers.hpp"
 #include "runtime/tuning.hpp"
 #include "uring/probe.hpp"
 
@@ -53,8 +54,6 @@ constexpr runtime::ModelOption kUringBuffers{
 constexpr std::size_t kHighWater = runtime::kBatchOutput;
 // Its recv is re-armed once the output has drained below this.
 constexpr std::size_t kLowWater = 64 * 1024;
-// Output buffers grown beyond this by a backlog are freed once drained.
-constexpr std::size_t kKeepCapacity = 64 * 1024;
 // What a connection object keeps per buffer when it goes back to the pool:
 // enough for the next connection's first responses without an allocation,
 // while a pool that once held a thousand slow readers holds little memory.
@@ -70,14 +69,8 @@ Connection& connection_of(std::uint64_t user_data) noexcept {
     return *reinterpret_cast<Connection*>(static_cast<std::uintptr_t>(user_data & ~kOpMask));
 }
 
-std::size_t output_of(const Connection& c) noexcept {
-    return c.out.size() + c.sending.size();
-}
-
-void trim(http::ByteBuffer& b, std::size_t keep) noexcept {
-    b.clear();
-    if (b.capacity() > keep) b.release();
-}
+using runtime::output_of;
+using runtime::trim;
 
 }  // namespace
 
@@ -339,7 +332,7 @@ void Worker::feed_held(Connection& c) {
         if (!c.held.empty()) c.held.consume(n);
     }
     if (!c.held.empty()) return;
-    if (c.held.capacity() > kKeepCapacity) c.held.release();
+    if (c.held.capacity() > runtime::kKeepOutputCapacity) c.held.release();
     c.recv_paused = false;  // work() re-arms the recv
 }
 
@@ -355,9 +348,8 @@ void Worker::on_send(Connection& c, int res) {
         c.out.clear();  // EPIPE, ECONNRESET: nobody to answer
         return close_now(c);
     }
-    // A short send leaves the rest in `sending`; work() sends it next.
-    c.sending.consume(static_cast<std::size_t>(res));
-    if (res > 0) conns_.deadlines.touch(c, now_);
+    if (runtime::consume_sent(c, static_cast<std::size_t>(res)))
+        conns_.deadlines.touch(c, now_);  // work() sends the rest
     if (c.recv_paused && output_of(c) <= kLowWater) feed_held(c);
     mark(c);
 }
@@ -369,12 +361,7 @@ void Worker::mark(Connection& c) noexcept {
 void Worker::work(Connection& c) {
     if (c.closing) return;
     if (!c.send_in_flight && !c.lingering) {
-        if (c.sending.empty()) {
-            // Everything collected goes out in one send; the drained buffer
-            // collects the next responses (nothing is copied).
-            std::swap(c.out, c.sending);
-            if (c.out.capacity() > kKeepCapacity) c.out.release();  // grown by a backlog
-        }
+        runtime::take_collected(c);
         if (!c.sending.empty()) {
             io_uring_sqe* s = ring_.sqe();
             io_uring_prep_send(s, c.fd, c.sending.data(), c.sending.size(), MSG_NOSIGNAL);
@@ -397,10 +384,8 @@ void Worker::work(Connection& c) {
 // --- Closing ----------------------------------------------------------------------
 
 void Worker::expire_head(Connection& c) {
-    // Responses still queued: the client is not reading, so it gets no 408.
-    if (output_of(c) != 0 || c.send_in_flight || !c.held.empty()) return close_now(c);
-    c.session.expire_head(c.out);
-    c.want_close = true;
+    const bool queued = output_of(c) != 0 || c.send_in_flight || !c.held.empty();
+    if (!runtime::answer_late_head(c, queued, c.out)) return close_now(c);
     work(c);  // sends the 408, then lingers
 }
 

@@ -237,6 +237,29 @@ TEST_CASE("connections ending: the session ended, the peer closed its side, or d
     CHECK_FALSE(c.peer_closed);
 }
 
+TEST_CASE("answer_late_head: no 408 while responses are queued, else the 408 and want_close",
+          "[connections]") {
+    Harness h;
+    TestConn& queued = h.accept(at(0));
+    TestConn& late = h.accept(at(0));
+    feed(queued, kHeadStart);
+    feed(late, kHeadStart);
+    sm::http::ByteBuffer out;
+    // The client is not reading what it already got: close, nothing added.
+    CHECK_FALSE(sm::runtime::answer_late_head(queued, true, out));
+    CHECK(out.empty());
+    CHECK_FALSE(queued.want_close);
+    CHECK_FALSE(queued.session.closed());
+    // Nothing queued: the 408 with "Connection: close", and the session ends.
+    CHECK(sm::runtime::answer_late_head(late, false, out));
+    const std::string_view sent = out.view();
+    CHECK(sent.starts_with("HTTP/1.1 408 Request Timeout\r\n"));
+    CHECK(sent.find("\r\nConnection: close\r\n") != std::string_view::npos);
+    CHECK(late.want_close);
+    CHECK(late.session.closed());
+    CHECK(h.conns.ending(late));
+}
+
 TEST_CASE("connections expire past the shutdown deadline closes every open one", "[connections]") {
     ServerOptions o = sm::test::test_options();
     o.idle_timeout = o.header_timeout = o.linger_timeout = 1000ms;  // only the stop is due

@@ -1,0 +1,91 @@
+// runtime/send_buffers.hpp: the two output buffers of server-uring and
+// server-iocp, swapped only when nothing is in flight, trimmed after a backlog.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <string_view>
+
+#include "http/byte_buffer.hpp"
+#include "runtime/send_buffers.hpp"
+
+using sm::http::ByteBuffer;
+using sm::runtime::kKeepOutputCapacity;
+
+namespace {
+
+struct Conn {
+    ByteBuffer out;
+    ByteBuffer sending;
+};
+
+}  // namespace
+
+TEST_CASE("take_collected: the collected responses become the next send, in one",
+          "[send_buffers]") {
+    Conn c;
+    c.out.append("first");
+    c.out.append("second");
+    sm::runtime::take_collected(c);
+    CHECK(c.sending.view() == "firstsecond");
+    CHECK(c.out.empty());
+    CHECK(sm::runtime::output_of(c) == 11);
+}
+
+TEST_CASE("take_collected: nothing moves while the last send is unfinished", "[send_buffers]") {
+    Conn c;
+    c.sending.append("in flight");
+    c.out.append("next");
+    sm::runtime::take_collected(c);
+    CHECK(c.sending.view() == "in flight");
+    CHECK(c.out.view() == "next");
+    CHECK(sm::runtime::output_of(c) == 13);
+}
+
+TEST_CASE("take_collected: a buffer a backlog grew gives its memory back once drained",
+          "[send_buffers]") {
+    Conn c;
+    const std::string backlog(2 * kKeepOutputCapacity, 'x');
+    c.sending.append(backlog);  // sent by now: the drained buffer is `sending`
+    c.sending.clear();
+    CHECK(c.sending.capacity() > kKeepOutputCapacity);
+    c.out.append("next");
+    sm::runtime::take_collected(c);
+    CHECK(c.sending.view() == "next");
+    CHECK(c.out.capacity() == 0);  // the grown one, now collecting, was released
+
+    // A small one keeps its memory for the next responses.
+    Conn small;
+    small.sending.append("sent");
+    small.sending.clear();
+    const std::size_t kept = small.sending.capacity();
+    small.out.append("next");
+    sm::runtime::take_collected(small);
+    CHECK(small.out.capacity() == kept);
+}
+
+TEST_CASE("trim empties a buffer and keeps at most the memory asked for", "[send_buffers]") {
+    ByteBuffer big;
+    big.append(std::string(8192, 'x'));
+    sm::runtime::trim(big, 4096);
+    CHECK(big.empty());
+    CHECK(big.capacity() == 0);
+    ByteBuffer small;
+    small.append("abc");
+    const std::size_t cap = small.capacity();
+    sm::runtime::trim(small, 4096);
+    CHECK(small.empty());
+    CHECK(small.capacity() == cap);
+}
+
+TEST_CASE("consume_sent: a short send leaves the rest, and only bytes sent are progress",
+          "[send_buffers]") {
+    Conn c;
+    c.sending.append("0123456789");
+    CHECK(sm::runtime::consume_sent(c, 4));
+    CHECK(c.sending.view() == "456789");
+    CHECK_FALSE(sm::runtime::consume_sent(c, 0));
+    CHECK(c.sending.view() == "456789");
+    // More than is left (a completion never reports that; iocp clamps): all gone.
+    CHECK(sm::runtime::consume_sent(c, 100));
+    CHECK(c.sending.empty());
+}
