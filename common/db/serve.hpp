@@ -1,6 +1,9 @@
 // A blocking model's whole use of the database: after each feed, the jobs
 // the session queued are run on this thread, one after the other, and their
 // responses released in order (so nothing is waiting() when it returns).
+// True when a job ran: the time has moved on by the queries' wait, and the
+// responses they released are progress (runtime's idle time starts again
+// from them, not from the read that asked for them).
 #pragma once
 
 #include "db/sync_client.hpp"
@@ -9,10 +12,15 @@
 
 namespace sm::db {
 
-inline void serve_jobs(http::Session& session, SyncClient& client, http::ByteBuffer& out) noexcept {
+[[nodiscard]] inline bool serve_jobs(http::Session& session, SyncClient& client,
+                                     http::ByteBuffer& out) noexcept {
     http::Job job;
-    while (session.next_job(job))
+    bool ran = false;
+    while (session.next_job(job)) {
         session.complete(job, client.run(job), out);  // run()'s views live until the next run()
+        ran = true;
+    }
+    return ran;
 }
 
 }  // namespace sm::db

@@ -263,7 +263,7 @@ void Pool::worker_loop(Worker& w) {
 }
 
 void Pool::service(Worker& w, Connection& c, std::uint32_t events) {
-    const auto now = Clock::now();
+    auto now = Clock::now();
     c.deadlines.touch(now);
     if (!c.lingering && c.deadlines.head_due(now)) return expire_head(w, c);
     if (c.lingering) {
@@ -289,7 +289,11 @@ void Pool::service(Worker& w, Connection& c, std::uint32_t events) {
         if (n > 0) {
             --budget;
             const auto r = c.session.feed({w.read_buf.get(), static_cast<std::size_t>(n)}, w.out);
-            if (w.db) db::serve_jobs(c.session, *w.db, w.out);  // blocks this worker for the queries
+            // Blocks this worker for the queries; their responses are progress.
+            if (w.db && db::serve_jobs(c.session, *w.db, w.out)) {
+                now = Clock::now();
+                c.deadlines.touch(now);
+            }
             c.deadlines.track_head(c.session, now, opts_);
             if (r == http::Session::Result::close) {
                 c.want_close = true;
