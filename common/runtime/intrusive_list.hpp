@@ -35,6 +35,12 @@ class IntrusiveList {
         head_.prev = &h;
     }
 
+    // Appends item unless it is on the list already (then it keeps its place):
+    // marking a connection for a look after the batch, however often.
+    void push_back_once(T& item) noexcept {
+        if (!(item.*Hook).linked()) push_back(item);
+    }
+
     static void remove(T& item) noexcept {
         ListHook& h = item.*Hook;
         if (!h.linked()) return;

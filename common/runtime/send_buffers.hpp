@@ -1,8 +1,8 @@
 // The output of a connection in the completion-based models (server-uring,
 // server-iocp): two buffers, `sending` in flight (the kernel's until its
 // send completes) and `out`, where the session appends the next responses.
-// One copy of how they are sized, swapped and trimmed; a model's Connection
-// has both members, named so.
+// One copy of how they are sized, swapped and trimmed, and of when such a
+// connection receives; a model's Connection has both members, named so.
 #pragma once
 
 #include <cstddef>
@@ -12,8 +12,9 @@
 
 namespace sm::runtime {
 
-// Output buffers grown beyond this by a backlog are freed once drained.
-inline constexpr std::size_t kKeepOutputCapacity = 64 * 1024;
+// A connection's buffer (its output, or input server-uring holds back) grown
+// beyond this by a backlog is freed once drained.
+inline constexpr std::size_t kKeepCapacity = 64 * 1024;
 
 // Output a connection holds, sent and collected.
 template <typename Conn>
@@ -34,7 +35,7 @@ template <typename Conn>
 void take_collected(Conn& c) noexcept {
     if (!c.sending.empty()) return;
     std::swap(c.out, c.sending);
-    if (c.out.capacity() > kKeepOutputCapacity) c.out.release();
+    if (c.out.capacity() > kKeepCapacity) c.out.release();
 }
 
 // A send completed, the kernel having taken `bytes` of `sending`: a short
@@ -44,6 +45,16 @@ template <typename Conn>
 [[nodiscard]] bool consume_sent(Conn& c, std::size_t bytes) noexcept {
     c.sending.consume(bytes < c.sending.size() ? bytes : c.sending.size());
     return bytes > 0;
+}
+
+// Whether c should have a receive posted, given whether one is (`posted`)
+// and whether its output is under the model's mark: receiving goes on while
+// the output is under it, a lingering connection reads (and discards) until
+// the client's EOF, and nothing is read after the client's EOF or once the
+// session ended.
+template <typename Conn>
+[[nodiscard]] bool wants_receive(const Conn& c, bool posted, bool output_under_mark) noexcept {
+    return !posted && !c.peer_closed && (c.lingering || (!c.want_close && output_under_mark));
 }
 
 }  // namespace sm::runtime

@@ -279,10 +279,6 @@ void Worker::on_send(Connection& c, DWORD bytes, DWORD error) {
     mark(c);
 }
 
-void Worker::mark(Connection& c) noexcept {
-    if (!c.work_hook.linked()) work_.push_back(c);
-}
-
 void Worker::work(Connection& c) {
     if (c.closing) return;
     if (!c.send_posted && !c.lingering) {
@@ -297,11 +293,7 @@ void Worker::work(Connection& c) {
             if (!c.open) return;
         }
     }
-    // Receiving goes on while the output is under the mark; a lingering
-    // connection reads (and discards) until the client's EOF.
-    if (!c.recv_posted && !c.peer_closed &&
-        (c.lingering || (!c.want_close && output_of(c) < kHighWater)))
-        post_recv(c);
+    if (runtime::wants_receive(c, c.recv_posted, output_of(c) < kHighWater)) post_recv(c);
 }
 
 // --- Closing ----------------------------------------------------------------------
@@ -335,8 +327,8 @@ bool Worker::op_done(Connection& c) noexcept {
     if (c.ops > 0) --c.ops;
     if (!c.closing) return false;
     if (c.ops != 0) return true;
-    trim(c.out, runtime::kKeepOutputCapacity);
-    trim(c.sending, runtime::kKeepOutputCapacity);
+    trim(c.out, runtime::kKeepCapacity);
+    trim(c.sending, runtime::kKeepCapacity);
     c.recv_posted = c.send_posted = c.closing = false;
     conns_.recycle(c);
     return true;

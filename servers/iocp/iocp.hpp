@@ -110,7 +110,7 @@ class Worker {
     void post_send(Connection& c);
     void on_recv(Connection& c, DWORD bytes, DWORD error);
     void on_send(Connection& c, DWORD bytes, DWORD error);
-    void mark(Connection& c) noexcept;
+    void mark(Connection& c) noexcept { work_.push_back_once(c); }
     void work(Connection& c);
     void expire_head(Connection& c);
     void finish(Connection& c);

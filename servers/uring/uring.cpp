@@ -332,7 +332,7 @@ void Worker::feed_held(Connection& c) {
         if (!c.held.empty()) c.held.consume(n);
     }
     if (!c.held.empty()) return;
-    if (c.held.capacity() > runtime::kKeepOutputCapacity) c.held.release();
+    trim(c.held, runtime::kKeepCapacity);
     c.recv_paused = false;  // work() re-arms the recv
 }
 
@@ -354,10 +354,6 @@ void Worker::on_send(Connection& c, int res) {
     mark(c);
 }
 
-void Worker::mark(Connection& c) noexcept {
-    if (!c.work_hook.linked()) work_.push_back(c);
-}
-
 void Worker::work(Connection& c) {
     if (c.closing) return;
     if (!c.send_in_flight && !c.lingering) {
@@ -377,8 +373,7 @@ void Worker::work(Connection& c) {
             if (c.closing || c.fd < 0) return;
         }
     }
-    if (!c.recv_armed && !c.peer_closed && (c.lingering || (!c.want_close && !c.recv_paused)))
-        arm_recv(c);
+    if (runtime::wants_receive(c, c.recv_armed, !c.recv_paused)) arm_recv(c);
 }
 
 // --- Closing ----------------------------------------------------------------------

@@ -89,7 +89,7 @@ class Worker final : db::Loop {
     void feed(Connection& c, std::string_view data);
     void feed_held(Connection& c);
     void on_send(Connection& c, int res);
-    void mark(Connection& c) noexcept;
+    void mark(Connection& c) noexcept { work_.push_back_once(c); }
     void work(Connection& c);
     void expire_head(Connection& c);
     void finish(Connection& c);

@@ -159,3 +159,17 @@ TEST_CASE("intrusive_list front of a const list hands out the element", "[intrus
     cl.front().value = 5;
     CHECK(a.value == 5);
 }
+
+TEST_CASE("intrusive_list push_back_once appends an item once, and it keeps its place",
+          "[intrusive_list]") {
+    Item a(1), b(2);
+    List l;
+    l.push_back_once(a);
+    l.push_back_once(b);
+    l.push_back_once(a);  // already on the list: not moved to the back, not linked twice
+    CHECK(values(l) == std::vector<int>{1, 2});
+    CHECK(l.pop_front() == &a);
+    CHECK_FALSE(a.hook.linked());
+    l.push_back_once(a);  // off the list again: appended
+    CHECK(values(l) == std::vector<int>{2, 1});
+}

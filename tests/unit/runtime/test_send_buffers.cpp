@@ -1,5 +1,6 @@
 // runtime/send_buffers.hpp: the two output buffers of server-uring and
-// server-iocp, swapped only when nothing is in flight, trimmed after a backlog.
+// server-iocp, swapped only when nothing is in flight, trimmed after a backlog,
+// and when such a connection receives.
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -9,13 +10,16 @@
 #include "runtime/send_buffers.hpp"
 
 using sm::http::ByteBuffer;
-using sm::runtime::kKeepOutputCapacity;
+using sm::runtime::kKeepCapacity;
 
 namespace {
 
 struct Conn {
     ByteBuffer out;
     ByteBuffer sending;
+    bool lingering = false;
+    bool want_close = false;
+    bool peer_closed = false;
 };
 
 }  // namespace
@@ -44,10 +48,10 @@ TEST_CASE("take_collected: nothing moves while the last send is unfinished", "[s
 TEST_CASE("take_collected: a buffer a backlog grew gives its memory back once drained",
           "[send_buffers]") {
     Conn c;
-    const std::string backlog(2 * kKeepOutputCapacity, 'x');
+    const std::string backlog(2 * kKeepCapacity, 'x');
     c.sending.append(backlog);  // sent by now: the drained buffer is `sending`
     c.sending.clear();
-    CHECK(c.sending.capacity() > kKeepOutputCapacity);
+    CHECK(c.sending.capacity() > kKeepCapacity);
     c.out.append("next");
     sm::runtime::take_collected(c);
     CHECK(c.sending.view() == "next");
@@ -88,4 +92,35 @@ TEST_CASE("consume_sent: a short send leaves the rest, and only bytes sent are p
     // More than is left (a completion never reports that; iocp clamps): all gone.
     CHECK(sm::runtime::consume_sent(c, 100));
     CHECK(c.sending.empty());
+}
+
+TEST_CASE("wants_receive: a receive while the output is under the mark, one at a time",
+          "[send_buffers]") {
+    using sm::runtime::wants_receive;
+    Conn c;
+    CHECK(wants_receive(c, false, true));
+    CHECK_FALSE(wants_receive(c, true, true));    // one is posted already
+    CHECK_FALSE(wants_receive(c, false, false));  // the output is over the mark: paused
+}
+
+TEST_CASE(
+    "wants_receive: nothing after the session ended or the client's EOF; a lingering "
+    "connection reads until EOF whatever its output",
+    "[send_buffers]") {
+    using sm::runtime::wants_receive;
+    Conn ended;
+    ended.want_close = true;
+    CHECK_FALSE(wants_receive(ended, false, true));
+
+    Conn eof;
+    eof.peer_closed = true;
+    CHECK_FALSE(wants_receive(eof, false, true));
+
+    Conn lingering;
+    lingering.lingering = true;
+    lingering.want_close = true;
+    CHECK(wants_receive(lingering, false, false));
+    CHECK_FALSE(wants_receive(lingering, true, false));
+    lingering.peer_closed = true;  // the client's EOF ends the linger's reading too
+    CHECK_FALSE(wants_receive(lingering, false, false));
 }
