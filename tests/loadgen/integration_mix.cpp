@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "integration_support.hpp"
@@ -106,7 +107,12 @@ TEST_CASE("mix spread: request i of connection j goes to URL (i + j) mod URLs", 
         GENERATE(Case{"one thread, three connections", {"-t1", "-c3"}, 3},
                  Case{"two threads, five connections", {"-t2", "-c5"}, 5},
                  Case{"pipelined, two connections", {"-t1", "-c2", "--pipeline", "4"}, 2});
-    MisbehavingServer server(MisbehavingServer::answering_ok());
+    // Nothing is answered until every connection has sent its first batch:
+    // the -n budget is shared, and a connection answered early (its thread
+    // started first) could otherwise take all 60 before the others start.
+    auto behavior = MisbehavingServer::answering_ok();
+    behavior.answer_after = c.connections;
+    MisbehavingServer server(std::move(behavior));
     const std::vector<std::string> paths = {"/a", "/b", "/c"};
     std::vector<std::string> args = c.shape;
     args.insert(args.end(), {"-n", "60"});

@@ -430,11 +430,14 @@ std::vector<std::vector<std::string>> MisbehavingServer::targets() const {
 void MisbehavingServer::serve(const std::stop_token& stop) {
     struct Client {
         int fd = -1;
-        std::string in;        // received, not yet taken as requests
-        std::size_t next = 0;  // index of the next request on this connection
-        bool closing = false;  // replied with close_after: waiting for the client's EOF
-        std::size_t id = 0;    // its list in targets_
+        std::string in;                 // received, not yet taken as requests
+        std::size_t next = 0;           // index of the next request on this connection
+        bool closing = false;           // replied with close_after: waiting for the client's EOF
+        std::size_t id = 0;             // its list in targets_
+        std::vector<std::string> held;  // requests read, not yet answered (answer_after)
+        bool failed = false;            // a send failed: to be closed
     };
+    const auto alive = [](const Client& c) { return !c.failed && !c.closing; };
     // Bounded: the client may never read, so a send waits a second at most.
     const auto send_all = [](int fd, std::string_view bytes) {
         const auto deadline = std::chrono::steady_clock::now() + 1s;
@@ -453,6 +456,25 @@ void MisbehavingServer::serve(const std::stop_token& stop) {
         }
         return true;
     };
+    // Answers a connection's held requests in order, up to a reply that
+    // closes (what follows it is ignored) or a failed send.
+    const auto answer_held = [&](Client& c) {
+        for (const std::string& target : c.held) {
+            if (!alive(c)) break;
+            const std::size_t index = c.next++;
+            const Reply reply =
+                behavior_.reply_to ? behavior_.reply_to(index, target) : behavior_.reply(index);
+            for (const std::string& piece : reply.pieces)
+                c.failed = c.failed || !send_all(c.fd, piece);
+            if (!c.failed && reply.close_after) {
+                ::shutdown(c.fd, SHUT_WR);
+                c.closing = true;
+                c.in.clear();
+            }
+        }
+        c.held.clear();
+    };
+    std::size_t started = 0;  // connections that have sent a request
     constexpr std::size_t kMaxClients = 4096;
     std::vector<Client> clients;
     const auto give_up = std::chrono::steady_clock::now() + 60s;
@@ -478,8 +500,7 @@ void MisbehavingServer::serve(const std::stop_token& stop) {
             }
             if (c.closing) continue;  // requests after our close are ignored
             c.in.append(buf.data(), static_cast<std::size_t>(n));
-            bool alive = true;
-            for (std::size_t end = c.in.find("\r\n\r\n"); end != std::string::npos && alive;
+            for (std::size_t end = c.in.find("\r\n\r\n"); end != std::string::npos && alive(c);
                  end = c.in.find("\r\n\r\n")) {
                 // The target: between the request line's first two spaces.
                 const std::size_t from = std::min(c.in.find(' '), end);
@@ -488,25 +509,27 @@ void MisbehavingServer::serve(const std::stop_token& stop) {
                     from < to ? c.in.substr(from + 1, to - from - 1) : std::string();
                 {
                     const std::lock_guard lock(targets_mutex_);
+                    if (targets_[c.id].empty()) ++started;
                     targets_[c.id].push_back(target);
                 }
                 c.in.erase(0, end + 4);
                 ++requests_;
                 if (!behavior_.reply && !behavior_.reply_to) continue;
-                const std::size_t index = c.next++;
-                const Reply reply =
-                    behavior_.reply_to ? behavior_.reply_to(index, target) : behavior_.reply(index);
-                for (const std::string& piece : reply.pieces)
-                    alive = alive && send_all(c.fd, piece);
-                if (alive && reply.close_after) {
-                    ::shutdown(c.fd, SHUT_WR);
-                    c.closing = true;
-                    c.in.clear();
-                    break;
-                }
+                c.held.push_back(target);
+                if (started >= behavior_.answer_after) answer_held(c);
             }
-            if (!alive) finished.push_back(i);
+            if (c.failed) finished.push_back(i);
         }
+        // Once answer_after connections have each sent a request, what the
+        // others hold is answered too.
+        for (std::size_t i = 0; i < clients.size() && started >= behavior_.answer_after; ++i) {
+            Client& c = clients[i];
+            if (c.held.empty()) continue;
+            answer_held(c);
+            if (c.failed && std::find(finished.begin(), finished.end(), i) == finished.end())
+                finished.push_back(i);
+        }
+        std::sort(finished.begin(), finished.end());
         for (auto it = finished.rbegin(); it != finished.rend(); ++it) {
             ::close(clients[*it].fd);
             clients.erase(clients.begin() + static_cast<std::ptrdiff_t>(*it));
@@ -529,7 +552,7 @@ void MisbehavingServer::serve(const std::stop_token& stop) {
                 id = targets_.size();
                 targets_.emplace_back();
             }
-            clients.push_back(Client{fd, {}, 0, false, id});
+            clients.push_back(Client{fd, {}, 0, false, id, {}, false});
         }
     }
     for (const Client& c : clients)

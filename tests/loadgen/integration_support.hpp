@@ -188,6 +188,11 @@ class MisbehavingServer {
         // When set, used instead of `reply`: also given the request's target
         // ("/plaintext"), for a mix.
         std::function<Reply(std::size_t n, std::string_view target)> reply_to = {};
+        // Hold every answer until this many connections have each sent a
+        // request (then answer as usual): with a shared -n budget, no
+        // connection can be answered, and so take the next requests, before
+        // the others have started. 0: answer at once.
+        std::size_t answer_after = 0;
     };
 
     // A 200 "Hello, World!" response (server-epoll's /plaintext without Date).
