@@ -2,7 +2,8 @@
 // and dumped per request) and sm::http::serialize (the writer the servers
 // use). Reports nanoseconds and heap allocations per serialization; checks
 // that both produce the same bytes.
-//   build/release/bench/micro/sm_bench_json [iterations]
+//   build/release/bench/micro/sm_bench_json [ITERATIONS]
+// ITERATIONS: serializations per way (default 2000000), a positive integer.
 #include <nlohmann/json.hpp>
 
 #include <chrono>
@@ -11,6 +12,7 @@
 #include <new>
 #include <string>
 
+#include "args.hpp"
 #include "http/json.hpp"
 
 namespace {
@@ -56,7 +58,20 @@ void run(const char* name, long iterations, F&& serialize) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    const long iterations = argc > 1 ? std::atol(argv[1]) : 2'000'000;
+    const char* const usage =
+        "usage: sm_bench_json [ITERATIONS]\n"
+        "  the JSON body both ways (nlohmann::json and sm::http::serialize): ns and\n"
+        "  heap allocations per serialization\n"
+        "  ITERATIONS  serializations per way (default 2000000)\n";
+    if (sm::bench::asks_help(argc, argv)) {
+        std::fputs(usage, stdout);
+        return 0;
+    }
+    const long iterations = argc > 1 ? sm::bench::positive(argv[1], 1'000'000'000) : 2'000'000;
+    if (argc > 2 || iterations == 0) {
+        std::fprintf(stderr, "sm_bench_json: ITERATIONS is a positive integer\n%s", usage);
+        return 2;
+    }
     const std::string reference = nlohmann::json{{"message", sm::http::kHelloWorld}}.dump();
     char buf[sm::http::json_max_size(sm::http::Message{sm::http::kHelloWorld})];
     const std::size_t n = sm::http::serialize(sm::http::Message{sm::http::kHelloWorld}, buf);

@@ -16,7 +16,9 @@
 // minimum is the least disturbed), for the requests loadgen (and wrk: the
 // same bytes) sends to /plaintext and /json, and a browser-like one. Pin it to one CPU (taskset -c
 // 1 ...) for steady figures.
-//   build/release/bench/micro/sm_bench_session [batches] [repeats]
+//   build/release/bench/micro/sm_bench_session [BATCHES [REPEATS]]
+// BATCHES: batches per run (default 200000); REPEATS: runs per figure
+// (default 7); both positive integers.
 #include <llhttp.h>
 
 #include <algorithm>
@@ -29,6 +31,7 @@
 #include <string_view>
 #include <vector>
 
+#include "args.hpp"
 #include "http/byte_buffer.hpp"
 #include "http/framing_guard.hpp"
 #include "http/limits.hpp"
@@ -69,8 +72,23 @@ int on_headers_complete(llhttp_t*) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    const long batches = argc > 1 ? std::atol(argv[1]) : 200'000;
-    const int repeats = argc > 2 ? std::atoi(argv[2]) : 7;
+    const char* const usage =
+        "usage: sm_bench_session [BATCHES [REPEATS]]\n"
+        "  the shared core's pipelined path, stage by stage, in ns per request\n"
+        "  BATCHES  16-deep batches per run (default 200000)\n"
+        "  REPEATS  runs per figure, the best reported (default 7)\n"
+        "  pin it to one CPU for steady figures: taskset -c 1 sm_bench_session\n";
+    if (sm::bench::asks_help(argc, argv)) {
+        std::fputs(usage, stdout);
+        return 0;
+    }
+    const long batches = argc > 1 ? sm::bench::positive(argv[1], 1'000'000'000) : 200'000;
+    const int repeats = argc > 2 ? static_cast<int>(sm::bench::positive(argv[2], 1000)) : 7;
+    if (argc > 3 || batches == 0 || repeats == 0) {
+        std::fprintf(stderr, "sm_bench_session: BATCHES and REPEATS are positive integers\n%s",
+                     usage);
+        return 2;
+    }
     using sm::http::Endpoint;
     const std::vector<Load> loads = {
         {"loadgen /plaintext", "GET /plaintext HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n",
