@@ -5,6 +5,9 @@
 # Debian one. --user: also /etc/passwd and /etc/group naming the image's
 # non-root user (10001, "servermodels"), for an image without them.
 set -euo pipefail
+case "${1:-}" in
+  -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+esac
 user=0
 if [ "${1:-}" = --user ]; then user=1; shift; fi
 dest=${1:?usage: rootfs.sh [--user] DEST BINARY...}
