@@ -63,15 +63,8 @@ int main(int argc, char** argv) {
         "  the JSON body both ways (nlohmann::json and sm::http::serialize): ns and\n"
         "  heap allocations per serialization\n"
         "  ITERATIONS  serializations per way (default 2000000)\n";
-    if (sm::bench::asks_help(argc, argv)) {
-        std::fputs(usage, stdout);
-        return 0;
-    }
-    const long iterations = argc > 1 ? sm::bench::positive(argv[1], 1'000'000'000) : 2'000'000;
-    if (argc > 2 || iterations == 0) {
-        std::fprintf(stderr, "sm_bench_json: ITERATIONS is a positive integer\n%s", usage);
-        return 2;
-    }
+    const auto [iterations] = sm::bench::counts_or_exit<1>(argc, argv, "sm_bench_json", usage,
+                                                           {{{2'000'000, 1'000'000'000}}});
     const std::string reference = nlohmann::json{{"message", sm::http::kHelloWorld}}.dump();
     char buf[sm::http::json_max_size(sm::http::Message{sm::http::kHelloWorld})];
     const std::size_t n = sm::http::serialize(sm::http::Message{sm::http::kHelloWorld}, buf);

@@ -78,17 +78,9 @@ int main(int argc, char** argv) {
         "  BATCHES  16-deep batches per run (default 200000)\n"
         "  REPEATS  runs per figure, the best reported (default 7)\n"
         "  pin it to one CPU for steady figures: taskset -c 1 sm_bench_session\n";
-    if (sm::bench::asks_help(argc, argv)) {
-        std::fputs(usage, stdout);
-        return 0;
-    }
-    const long batches = argc > 1 ? sm::bench::positive(argv[1], 1'000'000'000) : 200'000;
-    const int repeats = argc > 2 ? static_cast<int>(sm::bench::positive(argv[2], 1000)) : 7;
-    if (argc > 3 || batches == 0 || repeats == 0) {
-        std::fprintf(stderr, "sm_bench_session: BATCHES and REPEATS are positive integers\n%s",
-                     usage);
-        return 2;
-    }
+    const auto [batches, repeats_long] = sm::bench::counts_or_exit<2>(
+        argc, argv, "sm_bench_session", usage, {{{200'000, 1'000'000'000}, {7, 1000}}});
+    const int repeats = static_cast<int>(repeats_long);
     using sm::http::Endpoint;
     const std::vector<Load> loads = {
         {"loadgen /plaintext", "GET /plaintext HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n",
