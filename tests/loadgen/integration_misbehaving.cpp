@@ -14,9 +14,12 @@
 #include <chrono>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "integration_support.hpp"
+#include "support/http_client.hpp"
+#include "support/wait.hpp"
 
 using namespace sm::test;
 using namespace sm::test::loadgen;
@@ -288,4 +291,40 @@ TEST_CASE("misbehaving server that resets while the client writes: write errors"
     CHECK(errors(r, "write") > 0);
     CHECK(r.has("/error_messages/write"));
     CHECK(server.resets() > 0);
+}
+
+TEST_CASE(
+    "misbehaving server answer_after: nothing is answered before that many connections "
+    "have each sent a request",
+    "[loadgen][misbehaving]") {
+    const std::size_t answer_after = GENERATE(std::size_t{0}, std::size_t{2});
+    // How many requests the server had read when it made its first reply
+    // (it counts a request before it answers it).
+    std::atomic<const MisbehavingServer*> self{nullptr};
+    std::atomic<std::size_t> read_at_first_reply{0};
+    Behavior behavior;
+    behavior.answer_after = answer_after;
+    behavior.reply = [&](std::size_t) {
+        std::size_t none = 0;
+        read_at_first_reply.compare_exchange_strong(none, self.load()->requests());
+        return Reply{{MisbehavingServer::kOk}};
+    };
+    MisbehavingServer server(std::move(behavior));
+    self = &server;
+    const std::string request = make_request("GET", "/plaintext");
+    Connection a("127.0.0.1", server.port());
+    a.send(request);
+    // The first connection's request is read; only then does the second send.
+    REQUIRE(eventually([&] { return server.requests() == 1; }, 5s));
+    Connection b("127.0.0.1", server.port());
+    b.send(request);
+    CHECK(a.read_response().status == 200);
+    CHECK(b.read_response().status == 200);
+    // Both connections answered, in any case; with answer_after 2 the first
+    // reply waited for the second connection's request.
+    INFO("answer_after " << answer_after);
+    CHECK(read_at_first_reply.load() == (answer_after == 2 ? 2 : 1));
+    // Held requests, once released, are answered in order as usual.
+    a.send(request + request);
+    CHECK(a.read_responses(2).size() == 2);
 }
