@@ -13,7 +13,8 @@
 namespace sm::bench {
 
 struct Count {
-    long fallback;  // when not given
+    const char* name;  // in the usage: "BATCHES"
+    long fallback;     // when not given
     long max;
 };
 
@@ -26,9 +27,9 @@ inline long positive(const char* text, long max) noexcept {
 }
 
 // argv[1..] as the counts `specs` describes, in order (the ones not given
-// take their fallback). -h or --help prints `usage` and exits 0; a count that
-// is not a positive integer up to its max, or an argument too many, prints
-// what is wrong and `usage` on stderr and exits 2.
+// take their fallback). -h or --help prints `usage` and exits 0; an argument
+// too many, or a count that is not a whole number from 1 to its max, prints
+// what is wrong (naming the count) and `usage` on stderr and exits 2.
 template <std::size_t N>
 std::array<long, N> counts_or_exit(int argc, char** argv, const char* name, const char* usage,
                                    const std::array<Count, N>& specs) {
@@ -36,17 +37,22 @@ std::array<long, N> counts_or_exit(int argc, char** argv, const char* name, cons
         std::fputs(usage, stdout);
         std::exit(0);
     }
-    std::array<long, N> out{};
-    bool ok = static_cast<std::size_t>(argc) <= N + 1;
-    for (std::size_t i = 0; i < N && ok; ++i) {
-        out[i] = static_cast<int>(i) + 1 < argc ? positive(argv[i + 1], specs[i].max)
-                                                : specs[i].fallback;
-        ok = out[i] > 0;
-    }
-    if (!ok) {
-        std::fprintf(stderr, "%s: at most %zu arguments, each a positive integer\n%s", name, N,
-                     usage);
+    if (static_cast<std::size_t>(argc) > N + 1) {
+        std::fprintf(stderr, "%s: at most %zu argument%s\n%s", name, N, N == 1 ? "" : "s", usage);
         std::exit(2);
+    }
+    std::array<long, N> out{};
+    for (std::size_t i = 0; i < N; ++i) {
+        if (static_cast<int>(i) + 1 >= argc) {
+            out[i] = specs[i].fallback;
+            continue;
+        }
+        out[i] = positive(argv[i + 1], specs[i].max);
+        if (out[i] == 0) {
+            std::fprintf(stderr, "%s: %s '%s': expected a whole number from 1 to %ld\n%s", name,
+                         specs[i].name, argv[i + 1], specs[i].max, usage);
+            std::exit(2);
+        }
     }
     return out;
 }

@@ -63,8 +63,8 @@ int main(int argc, char** argv) {
         "  the JSON body both ways (nlohmann::json and sm::http::serialize): ns and\n"
         "  heap allocations per serialization\n"
         "  ITERATIONS  serializations per way (default 2000000)\n";
-    const auto [iterations] = sm::bench::counts_or_exit<1>(argc, argv, "sm_bench_json", usage,
-                                                           {{{2'000'000, 1'000'000'000}}});
+    const auto [iterations] = sm::bench::counts_or_exit<1>(
+        argc, argv, "sm_bench_json", usage, {{{"ITERATIONS", 2'000'000, 1'000'000'000}}});
     const std::string reference = nlohmann::json{{"message", sm::http::kHelloWorld}}.dump();
     char buf[sm::http::json_max_size(sm::http::Message{sm::http::kHelloWorld})];
     const std::size_t n = sm::http::serialize(sm::http::Message{sm::http::kHelloWorld}, buf);

@@ -78,8 +78,9 @@ int main(int argc, char** argv) {
         "  BATCHES  16-deep batches per run (default 200000)\n"
         "  REPEATS  runs per figure, the best reported (default 7)\n"
         "  pin it to one CPU for steady figures: taskset -c 1 sm_bench_session\n";
-    const auto [batches, repeats_long] = sm::bench::counts_or_exit<2>(
-        argc, argv, "sm_bench_session", usage, {{{200'000, 1'000'000'000}, {7, 1000}}});
+    const auto [batches, repeats_long] =
+        sm::bench::counts_or_exit<2>(argc, argv, "sm_bench_session", usage,
+                                     {{{"BATCHES", 200'000, 1'000'000'000}, {"REPEATS", 7, 1000}}});
     const int repeats = static_cast<int>(repeats_long);
     using sm::http::Endpoint;
     const std::vector<Load> loads = {

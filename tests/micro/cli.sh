@@ -21,15 +21,16 @@ check() {  # check WHAT WANT_RC WANT_TEXT COMMAND...
 }
 check "session --help" 0 "usage: sm_bench_session" "$session" --help
 check "session -h" 0 "usage: sm_bench_session" "$session" -h
-check "session zero batches" 2 "each a positive integer" "$session" 0
-check "session negative" 2 "each a positive integer" "$session" -5
-check "session not a number" 2 "each a positive integer" "$session" 12x
-check "session zero repeats" 2 "each a positive integer" "$session" 10 0
-check "session extra argument" 2 "each a positive integer" "$session" 10 1 1
+check "session zero batches" 2 "BATCHES '0': expected a whole number from 1 to" "$session" 0
+check "session negative" 2 "BATCHES '-5': expected a whole number" "$session" -5
+check "session not a number" 2 "BATCHES '12x': expected a whole number" "$session" 12x
+check "session zero repeats" 2 "REPEATS '0': expected a whole number from 1 to 1000" "$session" 10 0
+check "session repeats over the maximum" 2 "REPEATS '1001': expected a whole number from 1 to 1000" "$session" 10 1001
+check "session extra argument" 2 "at most 2 arguments" "$session" 10 1 1
 check "session short run" 0 "loadgen /plaintext" "$session" 20 1
 check "json --help" 0 "usage: sm_bench_json" "$json" --help
-check "json zero" 2 "each a positive integer" "$json" 0
-check "json not a number" 2 "each a positive integer" "$json" abc
-check "json extra argument" 2 "each a positive integer" "$json" 10 10
+check "json zero" 2 "ITERATIONS '0': expected a whole number" "$json" 0
+check "json not a number" 2 "ITERATIONS 'abc': expected a whole number" "$json" abc
+check "json extra argument" 2 "at most 1 argument" "$json" 10 10
 check "json short run" 0 "sm::http::serialize" "$json" 100
 exit $fail
