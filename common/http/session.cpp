@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <memory>
 
 #include "http/chars.hpp"
@@ -64,8 +65,14 @@ void Session::reset() noexcept {
     unknown_method_ = in_method_ = false;
     error_status_ = Status::bad_request;
     error_detail_ = "";
-    responses_ = 0;
+    responses_ = jobs_ = 0;
     ++epoch_;
+    room_ = kNoLimit;
+    fail_detail_ = {};
+    // A flood's deferred answers are not kept for the next connection, nor
+    // their memory: an idle connection holds none.
+    deferred_first_ = 0;
+    if (deferred_.capacity() != 0) std::vector<Deferred>().swap(deferred_);
     if (held_) {
         // Jobs still out for the old connection are stale (their epoch);
         // the entries and their buffers serve the next.
@@ -90,10 +97,12 @@ void Session::start_request() noexcept {
     target_state_ = TargetState::start;
 }
 
-Session::Result Session::feed(std::span<const char> in, ByteBuffer& out) noexcept {
+Session::Result Session::feed(std::span<const char> in, ByteBuffer& out,
+                              std::size_t limit) noexcept {
     if (closed_) return Result::close;
     if (in.empty()) return Result::open;  // llhttp must not see a null pointer
     out_ = &out;
+    room_ = limit > out.size() ? limit - out.size() : 0;
     const char* p = in.data();
     const char* const end = p + in.size();
     scan_pos_ = p;
@@ -114,6 +123,15 @@ Session::Result Session::feed(std::span<const char> in, ByteBuffer& out) noexcep
                 break;
         }
     }
+    out_ = nullptr;
+    return closed_ ? Result::close : Result::open;
+}
+
+Session::Result Session::resume(ByteBuffer& out, std::size_t limit) noexcept {
+    if (waiting()) return closed_ ? Result::close : Result::open;
+    out_ = &out;
+    room_ = limit > out.size() ? limit - out.size() : 0;
+    render_deferred();
     out_ = nullptr;
     return closed_ ? Result::close : Result::open;
 }
@@ -353,22 +371,87 @@ void Session::respond() noexcept {
                           : parser_.method == HTTP_HEAD ? Method::head
                                                         : Method::other;
     const Route r = route_path(method, target_path());
+    Answer a{.head = r.head, .persistence = persistence};
     if (!r.method_allowed) {
-        cache_->write_error(
-            r.endpoint == Endpoint::none ? Status::not_found : Status::method_not_allowed, {},
-            r.head, persistence, sink());
+        a.kind = Answer::Kind::error;
+        a.status = r.endpoint == Endpoint::none ? Status::not_found : Status::method_not_allowed;
     } else if (const std::optional<Work> work = cache_->work_for(r.endpoint)) {
-        hold_job(*work, r.endpoint == Endpoint::queries ? parse_queries(target_query()) : 1,
-                 r.head, persistence);
+        a.kind = Answer::Kind::job;
+        a.what = static_cast<std::uint8_t>(*work);
+        a.count = r.endpoint == Endpoint::queries ? parse_queries(target_query()) : 1;
     } else {
-        cache_->write_endpoint(r.endpoint, r.head, persistence, sink());
+        a.what = static_cast<std::uint8_t>(r.endpoint);
     }
+    emit(a);
     ++responses_;
     in_message_ = false;
     method_known_ = false;  // an error before the next request line is no HEAD response
     phase_ = Phase::head;
     guard_.start_head();
     if (persistence == Persistence::close) closed_ = true;
+}
+
+namespace {
+// What a held job counts against the output limit: its response (a /db
+// answer is ~170 bytes, /fortunes ~1.3 KiB) and its entry, so that a flood
+// of database requests is bounded as one of Hello World requests is.
+constexpr std::size_t kJobRoom = 1024;
+}  // namespace
+
+void Session::emit(const Answer& a) noexcept {
+    if (!deferred() && room_ > 0) return render(a);
+    // Out of memory the answer is lost, and with it the order of the rest:
+    // the session ends (the model closes once its output is written).
+    try {
+        if (deferred() && deferred_.back().answer == a &&
+            deferred_.back().repeat < std::numeric_limits<std::uint32_t>::max()) {
+            ++deferred_.back().repeat;
+        } else {
+            deferred_.push_back({a});
+        }
+    } catch (...) {
+        closed_ = true;
+    }
+}
+
+void Session::render(Answer a) noexcept {
+    // A graceful stop: this response is the last, and says so.
+    if (close_requested_ && a.persistence != Persistence::close) {
+        a.persistence = Persistence::close;
+        closed_ = true;
+    }
+    ByteBuffer& out = sink();
+    const std::size_t before = out.size();
+    switch (a.kind) {
+        case Answer::Kind::endpoint:
+            cache_->write_endpoint(static_cast<Endpoint>(a.what), a.head, a.persistence, out);
+            break;
+        case Answer::Kind::error: cache_->write_error(a.status, {}, a.head, a.persistence, out); break;
+        case Answer::Kind::failure:
+            cache_->write_error(a.status, fail_detail_, a.head, a.persistence, out);
+            break;
+        case Answer::Kind::job:
+            hold_job(static_cast<Work>(a.what), a.count, a.head, a.persistence);
+            room_ -= std::min(room_, kJobRoom);
+            return;
+    }
+    room_ -= std::min(room_, out.size() - before);
+}
+
+void Session::render_deferred() noexcept {
+    while (deferred() && room_ > 0) {
+        Deferred& d = deferred_[deferred_first_];
+        const Answer a = d.answer;
+        if (--d.repeat == 0) ++deferred_first_;
+        render(a);
+        // A response that closes the session ends it: nothing after it is answered.
+        if (a.persistence == Persistence::close || close_requested_) deferred_first_ = deferred_.size();
+    }
+    if (deferred()) return;
+    deferred_first_ = 0;
+    deferred_.clear();
+    // A flood's queue is not kept once answered: ~8 KiB holds 700 runs.
+    if (deferred_.capacity() * sizeof(Deferred) > 8 * 1024) std::vector<Deferred>().swap(deferred_);
 }
 
 ByteBuffer& Session::sink() noexcept {
@@ -384,7 +467,7 @@ void Session::hold_job(Work work, std::uint16_t count, bool head, Persistence p)
         HeldQueue& q = *held_;
         if (q.end == q.entries.size()) q.entries.emplace_back();
         Held& h = q.entries[q.end];
-        h.job = Job{responses_, epoch_, work, count};
+        h.job = Job{++jobs_, epoch_, work, count};
         h.head = head;
         h.done = false;
         h.persistence = p;
@@ -410,7 +493,7 @@ void Session::complete(const Job& job, const JobResult& result, ByteBuffer& out)
     Held& h = q.entries[i];
     // A graceful stop reached the last response owed: it says "Connection: close".
     if (close_requested_ && i + 1 == q.end && h.after.empty() && !in_message_ &&
-        guard_.bytes() == 0)
+        guard_.bytes() == 0 && !deferred())
         h.persistence = Persistence::close;
     if (h.persistence == Persistence::close) closed_ = true;
     try {
@@ -439,7 +522,8 @@ void Session::release_held() noexcept {
 
 void Session::fail(Status s, std::string_view detail) noexcept {
     const bool head = method_known_ && parser_.method == HTTP_HEAD;
-    cache_->write_error(s, detail, head, Persistence::close, sink());
+    fail_detail_ = detail;
+    emit({.kind = Answer::Kind::failure, .head = head, .persistence = Persistence::close, .status = s});
     ++responses_;
     closed_ = true;
 }
@@ -447,6 +531,7 @@ void Session::fail(Status s, std::string_view detail) noexcept {
 void Session::expire_head(ByteBuffer& out) noexcept {
     if (closed_) return;
     out_ = &out;
+    room_ = kNoLimit;
     fail(Status::request_timeout, "request head not received in time");
     out_ = nullptr;
 }

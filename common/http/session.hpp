@@ -17,6 +17,15 @@
 // job's rows arrive (complete()); the model takes the jobs (next_job()) and
 // should stop reading the connection while waiting() (as it stops while its
 // own output is unsent), so the held responses stay bounded by one read.
+//
+// Output bounded per connection: feed() and resume() take a limit on the
+// output. Once `out` reaches it, the responses to the rest of the requests
+// are not rendered but deferred: each is kept as a few bytes saying what to
+// answer (a run of identical ones as one entry), and rendered by resume()
+// once the model has room again, in order, with the Date of that moment.
+// So a client that pipelines without reading holds at most the limit (and
+// one response) of rendered output, whatever one read brought; the model
+// stops reading while deferred() (as while waiting()).
 #pragma once
 
 #include <llhttp.h>
@@ -50,11 +59,33 @@ class Session {
     Session(const Session&) = delete;
     Session& operator=(const Session&) = delete;
 
+    // No limit on the output: every response is rendered at once.
+    static constexpr std::size_t kNoLimit = static_cast<std::size_t>(-1);
+
     // Parses `in`, appending responses to `out` (or holding them while a job
-    // is waiting). After Result::close every further input is ignored (the
-    // data after "Connection: close" or a bad request is not answered); the
-    // connection closes once nothing is waiting() and `out` is written.
-    Result feed(std::span<const char> in, ByteBuffer& out) noexcept;
+    // is waiting) while out.size() is under `limit`; the responses beyond it
+    // are deferred (see above). After Result::close every further input is
+    // ignored (the data after "Connection: close" or a bad request is not
+    // answered); the connection closes once nothing is owed (owes()) and
+    // `out` is written.
+    Result feed(std::span<const char> in, ByteBuffer& out, std::size_t limit = kNoLimit) noexcept;
+    // Renders deferred responses, in order, into `out` while out.size() is
+    // under `limit` (at least one, if any is deferred and `limit` allows any).
+    // Nothing while a job waits (complete() releases what waits behind it;
+    // resume after). Result::close when the session has ended (a deferred
+    // response closed it, or a graceful stop reached it: request_close()).
+    Result resume(ByteBuffer& out, std::size_t limit) noexcept;
+    // Responses wait to be rendered for want of room in the output: the
+    // model should not read until resume() has rendered them all.
+    [[nodiscard]] bool deferred() const noexcept { return deferred_first_ != deferred_.size(); }
+    // Some request read is not answered in the output yet: a response waits
+    // for a job or is deferred. The connection must not be closed as done.
+    [[nodiscard]] bool owes() const noexcept { return waiting() || deferred(); }
+    // Heap bytes the deferred answers hold (0 unless the output limit was
+    // reached): what a flood costs the connection besides its output.
+    [[nodiscard]] std::size_t deferred_memory() const noexcept {
+        return deferred_.capacity() * sizeof(Deferred);
+    }
 
     // Ready for a new connection: jobs still out for the old one become stale.
     void reset() noexcept;
@@ -79,13 +110,14 @@ class Session {
     // own per-thread cache before feeding a connection another thread made.
     void bind(const ResponseCache& cache) noexcept { cache_ = &cache; }
 
-    // The next response carries "Connection: close" and ends the session
-    // (graceful shutdown). A session that is idle() can simply be closed.
+    // The next response rendered carries "Connection: close" and ends the
+    // session (graceful shutdown): the requests deferred behind it are not
+    // answered. A session that is idle() can simply be closed.
     void request_close() noexcept { close_requested_ = true; }
 
-    // No request is partly received, and no response waits for a job.
+    // No request is partly received, and no response is owed.
     [[nodiscard]] bool idle() const noexcept {
-        return !in_message_ && guard_.bytes() == 0 && !waiting();
+        return !in_message_ && guard_.bytes() == 0 && !owes();
     }
     // A request head (request line and headers) is partly received: the
     // model's --header-timeout runs from the moment this became true.
@@ -141,12 +173,41 @@ class Session {
     // The message has ended: answers it, and readies llhttp for the next.
     void finish_message() noexcept;
     void respond() noexcept;
+
+    // What to answer to one request, decided when it is parsed: small, so
+    // that a deferred one costs a few bytes.
+    struct Answer {
+        enum class Kind : std::uint8_t {
+            endpoint,  // a Hello World endpoint's or workload's response (what: Endpoint)
+            job,       // a job's, rendered when its rows arrive (what: Work)
+            error,     // an error response whose body is the reason phrase
+            failure,   // the same with ": " and fail_detail_; the session's last
+        };
+        Kind kind = Kind::endpoint;
+        std::uint8_t what = 0;
+        bool head = false;
+        Persistence persistence = Persistence::keep_alive;
+        Status status = Status::ok;  // error, failure
+        std::uint16_t count = 1;     // job: World rows
+        friend bool operator==(const Answer&, const Answer&) = default;
+    };
+    // A run of identical answers (a flood of one request is one entry).
+    struct Deferred {
+        Answer answer;
+        std::uint32_t repeat = 1;
+    };
+    // Renders `a` now (room is left and nothing is deferred before it), or
+    // defers it behind the others.
+    void emit(const Answer& a) noexcept;
+    void render(Answer a) noexcept;
+    // Renders deferred answers while room is left.
+    void render_deferred() noexcept;
     // Where the next response goes: the model's output, or behind the last
     // job still waiting.
     [[nodiscard]] ByteBuffer& sink() noexcept;
     // Queues the request's job; the responses after it wait behind it.
     void hold_job(Work work, std::uint16_t count, bool head, Persistence p) noexcept;
-    // Writes an error response with "Connection: close" and ends the session.
+    // Answers with an error response with "Connection: close" and ends the session.
     void fail(Status s, std::string_view detail) noexcept;
     int fail_in_callback(Status s, std::string_view detail) noexcept;
 
@@ -242,6 +303,17 @@ class Session {
     };
     std::unique_ptr<HeldQueue> held_;
     std::uint64_t epoch_ = 0;
+    std::uint64_t jobs_ = 0;  // jobs queued on this connection: each one's id
+
+    // Deferred answers, [deferred_first_, size()) in order. Empty (and with
+    // no memory) unless the client outruns its output limit.
+    std::vector<Deferred> deferred_;
+    std::size_t deferred_first_ = 0;
+    // The detail of a deferred failure (a static string: llhttp's reasons
+    // and the session's own are string literals).
+    std::string_view fail_detail_;
+    // Bytes feed() or resume() may still render before deferring.
+    std::size_t room_ = kNoLimit;
 };
 
 // When a model's --header-timeout deadline starts: at a head's first byte,

@@ -25,7 +25,7 @@ enum class Work : std::uint8_t {
 };
 
 struct Job {
-    std::uint64_t id = 0;     // the response it completes (Session::responses() at the time)
+    std::uint64_t id = 0;     // which of its connection's jobs it is: 1, 2, ...
     std::uint64_t epoch = 0;  // the session's connection when queued (Session::epoch())
     Work work = Work::world;
     std::uint16_t count = 1;  // World rows to fetch (1 for /db, 1..500 for /queries)
