@@ -23,4 +23,19 @@ namespace sm::db {
     return ran;
 }
 
+// The same, and the responses the session deferred for want of room in the
+// output rendered while `out` is under `limit` (the jobs they ask for run
+// too): a blocking model's step after each feed, and again once it has
+// sent `out`. Something is left deferred only if `out` reached the limit.
+// `client` may be null (no --db: the session then queues no job).
+[[nodiscard]] inline bool fill(http::Session& session, SyncClient* client, http::ByteBuffer& out,
+                               std::size_t limit) noexcept {
+    bool ran = false;
+    while (true) {
+        if (client != nullptr && serve_jobs(session, *client, out)) ran = true;
+        if (!session.deferred() || out.size() >= limit) return ran;
+        session.resume(out, limit);
+    }
+}
+
 }  // namespace sm::db

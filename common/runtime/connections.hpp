@@ -50,7 +50,7 @@ class Connections {
         }
         c->open = true;
         ++live_;
-        deadlines.touch(*c, now);
+        deadlines.start(*c, now);
         return *c;
     }
 
@@ -65,7 +65,7 @@ class Connections {
     // Nothing refers to c any more: it serves the next connection.
     void recycle(Conn& c) noexcept {
         c.session.reset();
-        c.lingering = c.want_close = c.peer_closed = false;
+        c.want_close = c.peer_closed = false;
         free_.push_back(&c);
     }
 
@@ -74,7 +74,7 @@ class Connections {
     // close at once instead (no lingering configured, the peer closed its
     // side already, or the peer is gone).
     bool start_linger(Conn& c, NativeHandle socket, Clock::time_point now) noexcept {
-        if (c.peer_closed || !start_lingering_close(socket, options_.linger_timeout)) return false;
+        if (!shut_for_linger(c, socket, options_)) return false;
         deadlines.linger(c, now);
         return true;
     }
@@ -85,7 +85,7 @@ class Connections {
     // began its lingering close) while the query was out.
     bool complete_job(Conn& c, const http::Job& job, const http::JobResult& result,
                       http::ByteBuffer& out, Clock::time_point now) noexcept {
-        if (!c.open || c.lingering) return false;
+        if (!c.open || c.lingering()) return false;
         deadlines.touch(c, now);
         c.session.complete(job, result, out);
         return true;
@@ -107,7 +107,7 @@ class Connections {
         shutdown_deadline_ = now + options_.shutdown_timeout;
         gate.shut();
         for (Conn& c : pool_) {
-            if (!c.open || c.lingering) continue;
+            if (!c.open || c.lingering()) continue;
             c.session.request_close();
             if (c.session.idle() && quiet(c)) close(c);
         }
@@ -119,11 +119,11 @@ class Connections {
         return stopping_ && c.session.idle();
     }
 
-    // Every response owed is written: does the connection end now (the
-    // session ended, the client closed its side, or done_with)? Then the
-    // model finishes it: start_linger, or close.
+    // The output is written: does the connection end now (nothing owed,
+    // and the session ended, the client closed its side, or done_with)?
+    // Then the model finishes it: start_linger, or close.
     [[nodiscard]] bool ending(const Conn& c) const noexcept {
-        return c.want_close || c.peer_closed || done_with(c);
+        return runtime::ending(c, stopping_);
     }
 
     // The earliest deadline (connections, the gate, the stop), or max().

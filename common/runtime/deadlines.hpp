@@ -1,50 +1,43 @@
-// The three deadlines of a connection, for the models that keep them per
-// thread in lists (server-epoll, server-libuv, server-uring):
-// - idle (--idle-timeout): after the last read or write progress;
-// - head (--header-timeout): a request head must be complete this long after
-//   its first byte, however the bytes trickle in (slowloris). Its deadline
-//   is set when the head begins and never moved by the bytes that follow;
-// - linger (--linger-timeout): the lingering close. Closing a socket with
+// The deadlines of one thread's connections, for the event-loop models
+// (server-epoll, server-libuv, server-uring, server-iocp): each connection's
+// DeadlineClock (deadline_clock.hpp: the rules) indexed by four lists, one
+// per kind of deadline:
+// - idle: reading connections, by their last progress (--idle-timeout);
+// - sending: blocked connections, by their last write progress (--send-timeout);
+// - heads: connections inside a request head, by its deadline (--header-timeout);
+// - lingering: the lingering close (--linger-timeout). Closing a socket with
 //   unread input makes the kernel send a reset, which can destroy the
 //   response before the client reads it. So a connection that owes the
 //   client nothing more is shut down for writing, then read and discarded
 //   until the client closes or this deadline passes.
 // Every connection on a list gets the same timeout, so appending keeps each
 // list sorted by deadline: its front is the next to expire, no timer heap.
+// What happens to a connection whose deadline passed is the clock's due().
 #pragma once
 
 #include <algorithm>
+#include <cassert>
 #include <chrono>
 #include <type_traits>
 
 #include "http/session.hpp"
 #include "runtime/clock.hpp"
+#include "runtime/connection_state.hpp"
+#include "runtime/deadline_clock.hpp"
 #include "runtime/intrusive_list.hpp"
-#include "runtime/late_head.hpp"
 #include "runtime/options.hpp"
 
 namespace sm::runtime {
 
-// The part of a connection the shared lifecycle keeps, and its session; a
-// model's connection derives from it (using ConnectionRecord::ConnectionRecord).
-struct ConnectionRecord {
-    ConnectionRecord(const http::ResponseCache& cache, const http::Limits& limits) noexcept
-        : session(cache, limits) {}
+// The part of a connection the event loops' shared lifecycle keeps: its
+// state (connection_state.hpp) and the hooks of the lists below; a model's
+// connection derives from it (using ConnectionRecord::ConnectionRecord).
+struct ConnectionRecord : ConnectionState<Plain> {
+    using ConnectionState::ConnectionState;
 
-    http::Session session;
-    bool open = false;       // between Connections::open() and closed()
-    bool lingering = false;  // our side is shut down: input is discarded until EOF or deadline
-    // The session ended (Connection: close, an error, HTTP/1.0): what follows
-    // is not answered, and the connection ends once its output is written.
-    bool want_close = false;
-    // The client shut down its side (a read returned 0): no lingering close.
-    bool peer_closed = false;
-    Clock::time_point last_active{};  // last read or write progress
-    Clock::time_point head_deadline{};
-    Clock::time_point linger_deadline{};
-    http::HeadMark head;  // which head head_deadline is for
-    ListHook idle_hook;   // least recently active first
-    ListHook head_hook;   // inside a request head, oldest head first
+    bool open = false;   // between Connections::open() and closed()
+    ListHook idle_hook;  // reading: least recently active first; blocked: on the sending list
+    ListHook head_hook;  // inside a request head, oldest head first
     ListHook linger_hook;
 };
 
@@ -59,41 +52,66 @@ class Deadlines {
     static_assert(std::is_base_of_v<ConnectionRecord, Conn>);
 
   public:
-    explicit Deadlines(const ServerOptions& o) noexcept
-        : idle_timeout_(o.idle_timeout),
-          header_timeout_(o.header_timeout),
-          linger_timeout_(o.linger_timeout) {}
+    explicit Deadlines(const ServerOptions& o) noexcept : options_(o) {}
 
-    // Read or write progress: the idle deadline starts again. Cheap when
-    // repeated in one loop iteration (same `now`).
-    void touch(Conn& c, Clock::time_point now) noexcept {
-        if (c.lingering || (c.last_active == now && c.idle_hook.linked())) return;
-        c.last_active = now;
-        IdleList::remove(c);
+    // A new connection: reading, idle from `now`.
+    void start(Conn& c, Clock::time_point now) noexcept {
+        forget(c);
+        c.clock.start(now);
         idle_.push_back(c);
     }
 
+    // Read or write progress: the idle (or, blocked, the send) deadline
+    // starts again. Cheap when repeated in one loop iteration (same `now`).
+    // A lingering connection's progress does not extend its linger.
+    void touch(Conn& c, Clock::time_point now) noexcept {
+        if (c.lingering() || (c.clock.last_active() == now && c.idle_hook.linked())) return;
+        c.clock.touch(now);
+        IdleList::remove(c);
+        (c.blocked() ? sending_ : idle_).push_back(c);
+    }
+
     // After each feed of c's session: keeps c on the head list exactly while
-    // the session is inside a request head. True when that head is new: its
-    // deadline (c.head_deadline) starts now.
+    // the session is inside a request head (and c reading). True when that
+    // head is new: its deadline starts now.
     bool track_head(Conn& c, Clock::time_point now) noexcept {
-        if (!c.session.in_head()) {
+        const bool fresh = c.clock.track_head(c.session, now, options_);
+        if (!c.clock.head_running()) {
             HeadList::remove(c);
-            return false;
+        } else if (fresh) {
+            HeadList::remove(c);
+            heads_.push_back(c);
         }
-        if (!c.head.is_new(c.session, c.head_hook.linked())) return false;
+        return fresh;
+    }
+
+    // Reading pauses for output: c leaves the idle and head lists for the
+    // sending list (--send-timeout from now). Nothing if c is not reading.
+    void block(Conn& c, Clock::time_point now) noexcept {
+        if (c.clock.phase() != Clock_::Phase::reading) return;
+        c.clock.block(now);
         HeadList::remove(c);
-        c.head_deadline = now + header_timeout_;
-        heads_.push_back(c);
-        return true;
+        IdleList::remove(c);
+        sending_.push_back(c);
+    }
+
+    // Reading resumes: back on the idle list from now, and a head in
+    // progress gets a new deadline. True when it did (a timer may need
+    // re-arming earlier). Nothing if c is not blocked.
+    bool unblock(Conn& c, Clock::time_point now) noexcept {
+        if (!c.blocked()) return false;
+        const bool fresh = c.clock.unblock(c.session, now, options_);
+        IdleList::remove(c);
+        idle_.push_back(c);
+        if (fresh) heads_.push_back(c);
+        return fresh;
     }
 
     // The lingering close starts: only its deadline bounds c from now on.
     void linger(Conn& c, Clock::time_point now) noexcept {
         IdleList::remove(c);
         HeadList::remove(c);
-        c.lingering = true;
-        c.linger_deadline = now + linger_timeout_;
+        c.clock.linger(now, options_);
         lingering_.push_back(c);
     }
 
@@ -105,46 +123,61 @@ class Deadlines {
     }
 
     [[nodiscard]] bool empty() const noexcept {
-        return idle_.empty() && heads_.empty() && lingering_.empty();
+        return idle_.empty() && sending_.empty() && heads_.empty() && lingering_.empty();
     }
 
     // The earliest deadline, or Clock::time_point::max().
     [[nodiscard]] Clock::time_point next() const noexcept {
         auto next = Clock::time_point::max();
-        if (!lingering_.empty()) next = std::min(next, front(lingering_).linger_deadline);
-        if (!idle_.empty()) next = std::min(next, front(idle_).last_active + idle_timeout_);
-        if (!heads_.empty()) next = std::min(next, front(heads_).head_deadline);
+        if (!lingering_.empty()) next = std::min(next, front(lingering_).clock.linger_deadline());
+        if (!sending_.empty()) next = std::min(next, front(sending_).clock.send_deadline(options_));
+        if (!idle_.empty()) next = std::min(next, front(idle_).clock.idle_deadline(options_));
+        if (!heads_.empty()) next = std::min(next, front(heads_).clock.head_deadline());
         return next;
     }
 
     // Every connection whose deadline has passed, each list in deadline
-    // order: close(c) for an idle or lingering one (close takes c off the
-    // lists: forget), head(c) for one whose head is late (it is off the head
-    // list by then; the model answers 408 or closes). An idle one whose
-    // session waits for a job (the database: its statement timeout bounds
-    // the wait) is not idle, nor one for which progressed(c) says it made
+    // order, gets what its clock says is due: close(c) (close takes c off
+    // the lists: forget), head(c) for a late head (off the head list by
+    // then; the model answers 408 or closes), or a touch when it is busy (a
+    // job out: its session waits for the database, whose statement timeout
+    // bounds the wait). A connection for which progressed(c) says it made
     // progress the model could not see as it happened (libuv reports only
-    // whole writes): either is touched instead.
+    // whole writes) is touched instead of closed.
     template <typename Close, typename Head, typename Progressed = NoHiddenProgress>
     void expire(Clock::time_point now, Close&& close, Head&& head, Progressed&& progressed = {}) {
-        while (!lingering_.empty() && front(lingering_).linger_deadline <= now)
-            close(front(lingering_));
-        while (!idle_.empty() && front(idle_).last_active + idle_timeout_ <= now) {
-            Conn& c = front(idle_);
-            if (c.session.waiting() || progressed(c)) {
-                touch(c, now);
-            } else {
-                close(c);
+        auto run = [&](auto& list, auto deadline) {
+            while (!list.empty() && deadline(front(list)) <= now) {
+                Conn& c = front(list);
+                switch (c.clock.due(now, options_, c.session.waiting())) {
+                    case Due::close:
+                        if (!c.lingering() && progressed(c)) {
+                            touch(c, now);
+                        } else {
+                            close(c);
+                        }
+                        break;
+                    case Due::head:
+                        c.clock.clear_head();
+                        HeadList::remove(c);
+                        head(c);
+                        break;
+                    case Due::renew: touch(c, now); break;
+                    case Due::nothing:
+                        // Each list's deadline is one of the clock's: cannot be.
+                        assert(false);
+                        return;
+                }
             }
-        }
-        while (!heads_.empty() && front(heads_).head_deadline <= now) {
-            Conn& c = front(heads_);
-            HeadList::remove(c);
-            head(c);
-        }
+        };
+        run(lingering_, [](const Conn& c) { return c.clock.linger_deadline(); });
+        run(sending_, [this](const Conn& c) { return c.clock.send_deadline(options_); });
+        run(idle_, [this](const Conn& c) { return c.clock.idle_deadline(options_); });
+        run(heads_, [](const Conn& c) { return c.clock.head_deadline(); });
     }
 
   private:
+    using Clock_ = DeadlineClock<Plain>;
     using IdleList = IntrusiveList<ConnectionRecord, &ConnectionRecord::idle_hook>;
     using HeadList = IntrusiveList<ConnectionRecord, &ConnectionRecord::head_hook>;
     using LingerList = IntrusiveList<ConnectionRecord, &ConnectionRecord::linger_hook>;
@@ -154,10 +187,9 @@ class Deadlines {
         return static_cast<Conn&>(l.front());
     }
 
-    const std::chrono::milliseconds idle_timeout_;
-    const std::chrono::milliseconds header_timeout_;
-    const std::chrono::milliseconds linger_timeout_;
+    const ServerOptions& options_;
     IdleList idle_;
+    IdleList sending_;  // the blocked ones, by the same hook (a connection is on one of the two)
     HeadList heads_;
     LingerList lingering_;
 };

@@ -37,6 +37,7 @@ ParsedOptions parse_server_options(std::string_view program_name, std::string_vi
     double linger_s = static_cast<double>(o.linger_timeout.count()) / 1000.0;
     double idle_s = static_cast<double>(o.idle_timeout.count()) / 1000.0;
     double header_s = static_cast<double>(o.header_timeout.count()) / 1000.0;
+    double send_s = static_cast<double>(o.send_timeout.count()) / 1000.0;
 
     app.add_option("-a,--address", o.address,
                    "Address to listen on: IPv4 or IPv6, 0.0.0.0 or :: for all interfaces")
@@ -120,6 +121,13 @@ ParsedOptions parse_server_options(std::string_view program_name, std::string_vi
         ->check(CLI::Range(0.001, 86400.0))
         ->capture_default_str()
         ->group(limits);
+    app.add_option("--send-timeout", send_s,
+                   "Seconds a client that does not read its responses is given: while its "
+                   "output waits (and the server stops reading its requests), the connection "
+                   "is closed when no byte of output is accepted for this long")
+        ->check(CLI::Range(0.001, 86400.0))
+        ->capture_default_str()
+        ->group(limits);
     app.add_option("--max-head-bytes", o.limits.max_head_bytes,
                    "Largest request line + headers; larger gets 431")
         ->check(CLI::Range(std::size_t{64}, std::size_t{1} << 24))
@@ -181,6 +189,7 @@ ParsedOptions parse_server_options(std::string_view program_name, std::string_vi
     o.linger_timeout = to_ms(linger_s);
     o.idle_timeout = std::max(to_ms(idle_s), std::chrono::milliseconds(1));
     o.header_timeout = std::max(to_ms(header_s), std::chrono::milliseconds(1));
+    o.send_timeout = std::max(to_ms(send_s), std::chrono::milliseconds(1));
     if (o.threads == 0) {
         const std::size_t n = !o.cpus.empty() ? o.cpus.size() : allowed_cpus().size();
         o.threads = n == 0 ? 1u : static_cast<unsigned>(n);

@@ -37,6 +37,11 @@ struct ServerOptions {
     // nginx client_header_timeout: 60 s, Node.js headersTimeout: 60 s,
     // Kestrel RequestHeadersTimeout: 30 s.
     std::chrono::milliseconds header_timeout{30000};
+    // A connection whose reading is paused because the client does not take
+    // its responses is closed when no byte of output was accepted for this
+    // long (no idle or head deadline runs against it meanwhile).
+    // nginx send_timeout: 60 s.
+    std::chrono::milliseconds send_timeout{60000};
     // Connections open at once, over all threads; beyond it new connections
     // wait in the listen backlog until one closes.
     std::size_t max_connections = 10000;

@@ -12,9 +12,13 @@ namespace sm::runtime {
 // A read of 64 KiB holds hundreds of pipelined requests; a batch rarely
 // fills it (libuv suggests the same size per read).
 inline constexpr std::size_t kReadSize = 64 * 1024;
-// Responses collected for one connection before they are written: bounds
-// the output of a client that pipelines faster than it reads.
-inline constexpr std::size_t kBatchOutput = 256 * 1024;
+// Output one connection may hold rendered (collected, unsent or in flight)
+// before its session defers the next responses (http/session.hpp) and
+// reading pauses: what a client that pipelines without reading costs us,
+// beside its deferred answers (a few bytes). A read batch's responses
+// leave in one write up to this size (a 16-deep pipeline is ~2 KiB, 256
+// deep ~35 KiB); a flood's leave in writes of this size.
+inline constexpr std::size_t kOutputMark = 32 * 1024;
 // Connections accepted per listener wake-up before serving the others.
 inline constexpr int kAcceptBatch = 64;
 // Full reads (kReadSize each) one connection may do in one turn before it

@@ -19,7 +19,8 @@
 #include "http/response.hpp"
 #include "http/session.hpp"
 #include "runtime/posix/socket_io.hpp"
-#include "runtime/read_deadlines.hpp"
+#include "runtime/tuning.hpp"
+#include "runtime/connection_state.hpp"
 
 namespace sm::blocking {
 namespace {
@@ -32,13 +33,24 @@ constexpr std::size_t kReadSize = 16 * 1024;
 // A connection thread's stack: it keeps its buffers on the heap and needs
 // little; glibc's 8 MiB default would reserve 80 GB for 10,000 connections.
 constexpr std::size_t kStackSize = 256 * 1024;
-// A thread's output buffer starts at this and grows to one read's responses
-// (up to ~1,000 pipelined answers) when a connection needs it; it is put back
-// to this size when that connection ends, so each idle thread costs the same
-// and a pool that once served big pipelines does not keep their memory.
+// A thread's output buffer starts at this and grows up to the output mark
+// (runtime::kOutputMark, and one response) when a connection pipelines
+// deeply; it is put back to this size when that connection ends, so each
+// idle thread costs the same and a pool that once served big pipelines
+// does not keep their memory.
 constexpr std::size_t kOutSize = 4 * 1024;
 constexpr auto kPoll = std::chrono::milliseconds(20);  // while waiting to stop
-// How far a receive timeout may be from a head's deadline before it is reset.
+// While threads beyond --threads are alive, how often the acceptor looks for
+// ones that ended (--spare-thread-timeout) to join them and free their memory.
+constexpr auto kReapEvery = std::chrono::milliseconds(1000);
+constexpr runtime::ModelOption kSpareThreadTimeout{
+    .name = "spare-thread-timeout",
+    .help =
+        "Seconds a connection thread beyond --threads may wait for a connection before it "
+        "ends: the pool grows with a burst of connections and shrinks back after it",
+    .value = 30,
+    .max = 86400};
+// How far a receive timeout may be from the next deadline before it is reset.
 constexpr auto kHeadSlack = std::chrono::milliseconds(50);
 
 timeval to_timeval(std::chrono::milliseconds d) {
@@ -67,7 +79,7 @@ void set_timeouts(int fd, std::chrono::milliseconds rcv, std::chrono::millisecon
 struct Server::Worker {
     explicit Worker(const runtime::ServerOptions& o)
         : cache(o.mode, std::time(nullptr), o.workloads()),
-          session(cache, o.limits),
+          conn(cache, o.limits),
           // Zeroed, so resident from the start rather than page by page as
           // large reads first reach each page.
           read_buf(std::make_unique<char[]>(kReadSize)),
@@ -75,20 +87,26 @@ struct Server::Worker {
         if (!o.db.empty()) db.emplace(o.db, o.idle_timeout);
     }
     http::ResponseCache cache;
-    http::Session session;
+    // The connection it serves (one at a time): its session, flags and deadlines.
+    runtime::ConnectionState<runtime::Plain> conn;
     // --db: this thread's own database connection, called synchronously.
     std::optional<db::SyncClient> db;
     std::unique_ptr<char[]> read_buf;
     http::ByteBuffer out;
     std::mutex fd_mutex;  // the acceptor's shutdown() never hits a closed (reused) fd
     int fd = -1;          // under fd_mutex
+    bool ended = false;   // under Server::mutex_: its loop returned (a spare thread's idle time ran out)
     // Blocked (or about to block) in read() with no request partly received.
     std::atomic<bool> idle_in_read{false};
     std::unique_ptr<runtime::Thread> thread;  // last: joined before the rest is destroyed
 };
 
 Server::Server(const runtime::WorkerContext& ctx)
-    : opts_(ctx.options), listener_(ctx.listener), stop_(ctx.stop), gate_(ctx.connections) {}
+    : opts_(ctx.options),
+      listener_(ctx.listener),
+      stop_(ctx.stop),
+      gate_(ctx.connections),
+      spare_timeout_(std::chrono::seconds(ctx.options.model_option(kSpareThreadTimeout.name))) {}
 
 Server::~Server() {
     {
@@ -137,7 +155,7 @@ bool Server::wait_for_idle_thread() {
     // at the limit, new connections wait in the listen backlog.
     std::unique_lock lock(mutex_);
     while (idle_count_ <= handed_.size() && !stop_.requested()) {
-        if (workers_.size() < opts_.max_connections && !spawn_failed_) {
+        if (workers_.size() - ended_ < opts_.max_connections && !spawn_failed_) {
             lock.unlock();
             spawn_worker();
             lock.lock();
@@ -170,7 +188,7 @@ void Server::run() {
             continue;
         }
         gate_.reopen();
-        if (::poll(fds, 2, -1) < 0) {
+        if (::poll(fds, 2, join_ended() ? static_cast<int>(kReapEvery.count()) : -1) < 0) {
             if (errno == EINTR) continue;
             throw std::system_error(errno, std::generic_category(), "poll");
         }
@@ -182,9 +200,10 @@ void Server::run() {
             continue;
         }
         // Accepted sockets are blocking (Linux does not pass O_NONBLOCK on);
-        // the timeouts bound every read (--idle-timeout) and write.
+        // the timeouts bound every read (--idle-timeout, or less: serve())
+        // and every wait for the client to take output (--send-timeout).
         runtime::set_nodelay(fd);
-        set_timeouts(fd, opts_.idle_timeout, opts_.idle_timeout);
+        set_timeouts(fd, opts_.idle_timeout, opts_.send_timeout);
         {
             const std::lock_guard lock(mutex_);
             handed_.push_back(fd);
@@ -205,7 +224,7 @@ void Server::run() {
         gate_.release();
     }
     handed_.clear();
-    while (idle_count_ < workers_.size()) {
+    while (idle_count_ + ended_ < workers_.size()) {
         lock.unlock();
         stop_connections(SHUT_RD, true);
         if (!forced && Clock::now() >= deadline) {
@@ -221,6 +240,25 @@ void Server::run() {
     workers_.clear();  // joins
 }
 
+bool Server::join_ended() {
+    std::vector<std::unique_ptr<Worker>> ended;
+    bool spare = false;
+    {
+        const std::lock_guard lock(mutex_);
+        if (ended_ != 0) {
+            std::erase_if(workers_, [&](std::unique_ptr<Worker>& w) {
+                if (!w->ended) return false;
+                ended.push_back(std::move(w));
+                return true;
+            });
+            ended_ = 0;
+        }
+        spare = workers_.size() > opts_.threads;
+    }
+    ended.clear();  // joins (their loops have returned) and frees their buffers
+    return spare;
+}
+
 void Server::stop_connections(int how, bool only_idle) {
     const std::lock_guard lock(mutex_);
     for (auto& w : workers_) {
@@ -233,8 +271,19 @@ void Server::stop_connections(int how, bool only_idle) {
 
 void Server::worker_loop(Worker& w) {
     std::unique_lock lock(mutex_);
+    const auto has_work = [this] { return !handed_.empty() || exit_; };
+    // More threads than --threads: this one may end (the acceptor joins it).
+    const auto spare = [this] { return workers_.size() - ended_ > opts_.threads; };
     while (true) {
-        work_.wait(lock, [this] { return !handed_.empty() || exit_; });
+        if (!spare()) {
+            work_.wait(lock, has_work);
+        } else if (!work_.wait_for(lock, spare_timeout_, has_work) && spare()) {
+            --idle_count_;
+            w.ended = true;
+            ++ended_;
+            return;
+        }
+        if (!has_work()) continue;  // woken for another, or no longer spare: wait again
         if (handed_.empty()) {  // exit_
             --idle_count_;
             idle_.notify_all();
@@ -272,53 +321,72 @@ void Server::serve(Worker& w, int fd) {
         const std::lock_guard fd_lock(w.fd_mutex);
         w.fd = fd;
     }
-    w.session.reset();
+    runtime::ConnectionState<runtime::Plain>& c = w.conn;
+    c.session.reset();
+    c.want_close = c.peer_closed = false;
+    c.clock.start(Clock::now());
     w.out.clear();
-    // Within a head the socket's timeout is only changed when it is off by
-    // more than kHeadSlack, so pipelined reads that each end inside a new
-    // head cost no setsockopt each; a read that wakes early goes round again.
-    runtime::ReadDeadlines deadlines(opts_);
+    http::Session& session = c.session;
+    db::SyncClient* const db = w.db ? &*w.db : nullptr;
+    // Each read waits until the next deadline (runtime::DeadlineClock). The
+    // socket's timeout is changed only when it is off by more than
+    // kHeadSlack, so pipelined reads cost no setsockopt each; a read that
+    // wakes early goes round again.
     std::chrono::milliseconds rcv_timeout = opts_.idle_timeout;
     while (true) {
-        std::chrono::milliseconds want{};
-        switch (deadlines.next(Clock::now(), want)) {
-            case runtime::ReadDeadlines::Next::read: break;
-            case runtime::ReadDeadlines::Next::idle: return;  // closed like any idle connection
-            case runtime::ReadDeadlines::Next::head_late:
+        auto now = Clock::now();
+        switch (c.clock.due(now, opts_, false)) {
+            case runtime::Due::close: return;  // closed like any idle connection
+            case runtime::Due::head:
                 // Everything answered so far is written: the 408 follows it.
-                w.session.expire_head(w.out);
-                if (runtime::send_from(fd, w.out) == runtime::IoResult::done)
+                c.clock.clear_head();
+                if (runtime::answer_late_head(c, false, w.out) &&
+                    runtime::send_blocking(fd, w.out, c, opts_) == runtime::IoResult::done)
                     runtime::linger_blocking(fd, w.read_buf.get(), kReadSize, opts_);
                 return;
+            case runtime::Due::nothing:
+            case runtime::Due::renew: break;
         }
-        if (deadlines.in_head() ? want > rcv_timeout + kHeadSlack || rcv_timeout > want + kHeadSlack
-                                : want != rcv_timeout) {
-            set_receive_timeout(fd, want);
+        const auto want = std::chrono::ceil<std::chrono::milliseconds>(c.clock.next(opts_) - now);
+        if (want > rcv_timeout + kHeadSlack || rcv_timeout > want + kHeadSlack) {
+            set_receive_timeout(fd, std::max(want, std::chrono::milliseconds(1)));
             rcv_timeout = want;
         }
         // seq_cst store then load, against the acceptor's store of stopping_
         // then load of idle_in_read: one of the two sees the other, so a
         // thread never sleeps in read() through a stop.
-        w.idle_in_read.store(w.session.idle());
-        if (stopping_.load() && w.session.idle()) return;
+        w.idle_in_read.store(session.idle());
+        if (stopping_.load() && session.idle()) return;
         const ssize_t n = ::read(fd, w.read_buf.get(), kReadSize);
         w.idle_in_read.store(false, std::memory_order_relaxed);
         if (n == 0) return;  // the client closed (or the stop shut our read side)
         if (n < 0) {
-            if (errno == EINTR) continue;
-            if (errno == EAGAIN && deadlines.in_head())
-                continue;  // the deadlines are checked above
-            return;        // EAGAIN: --idle-timeout passed; or an error
+            // EAGAIN: the timeout passed; the deadlines above say what is due.
+            if (errno == EINTR || errno == EAGAIN) continue;
+            return;  // an error
         }
+        now = Clock::now();
+        c.clock.touch(now);
         w.cache.refresh(std::time(nullptr));
-        if (stopping_.load(std::memory_order_relaxed)) w.session.request_close();
-        const auto r = w.session.feed({w.read_buf.get(), static_cast<std::size_t>(n)}, w.out);
-        // Blocks this thread for the queries; fed() then takes the time anew.
-        if (w.db) (void)db::serve_jobs(w.session, *w.db, w.out);
-        deadlines.fed(w.session, Clock::now());
-        if (runtime::send_from(fd, w.out) != runtime::IoResult::done) return;
-        if (r == http::Session::Result::close)
-            return runtime::linger_blocking(fd, w.read_buf.get(), kReadSize, opts_);
+        if (stopping_.load(std::memory_order_relaxed)) session.request_close();
+        if (session.feed({w.read_buf.get(), static_cast<std::size_t>(n)}, w.out,
+                         runtime::kOutputMark) == http::Session::Result::close)
+            c.want_close = true;
+        // Blocks this thread for the queries; the head is tracked after them.
+        (void)db::fill(session, db, w.out, runtime::kOutputMark);
+        c.clock.track_head(session, Clock::now(), opts_);
+        // The responses, then what was deferred for want of room, a mark's
+        // worth at a time (nothing more is read meanwhile).
+        while (true) {
+            if (runtime::send_blocking(fd, w.out, c, opts_) != runtime::IoResult::done) return;
+            if (!session.deferred()) break;
+            (void)db::fill(session, db, w.out, runtime::kOutputMark);
+        }
+        if (session.closed()) c.want_close = true;
+        if (runtime::ending(c, stopping_.load(std::memory_order_relaxed))) {
+            if (c.want_close) runtime::linger_blocking(fd, w.read_buf.get(), kReadSize, opts_);
+            return;
+        }
     }
 }
 
@@ -326,8 +394,10 @@ void Server::serve(Worker& w, int fd) {
 
 int main(int argc, char** argv) {
     using namespace sm;
+    static constexpr runtime::ModelOption kOptions[] = {blocking::kSpareThreadTimeout};
     return runtime::serve({.name = "blocking",
                            .worker = &runtime::run<blocking::Server>,
-                           .listeners = runtime::ListenerLayout::one},
+                           .listeners = runtime::ListenerLayout::one,
+                           .options = kOptions},
                           argc, argv);
 }

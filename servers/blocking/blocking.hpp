@@ -4,7 +4,8 @@
 // them: --idle-timeout) and blocking writes until the connection ends, then
 // waits for the next one. --threads threads start up front; the pool grows
 // on demand up to --max-connections; at the limit the acceptor stops
-// accepting and new connections wait in the listen backlog.
+// accepting and new connections wait in the listen backlog. A thread beyond
+// --threads that waits --spare-thread-timeout for a connection ends.
 //
 // What it costs: a thread (a 256 KiB stack reservation, a kernel task) per
 // open connection, a context switch per request when connections outnumber
@@ -12,6 +13,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -35,6 +37,9 @@ class Server {
   private:
     struct Worker;
     bool spawn_worker();
+    // Joins the threads whose loops ended; true while threads beyond
+    // --threads are alive (more may end).
+    bool join_ended();
     bool wait_for_idle_thread();
     void worker_loop(Worker& w);
     void serve(Worker& w, int fd);
@@ -51,6 +56,8 @@ class Server {
     std::deque<int> handed_;                        // accepted, not yet taken by a thread
     std::vector<std::unique_ptr<Worker>> workers_;  // under mutex_
     std::size_t idle_count_ = 0;                    // threads waiting for a connection
+    std::size_t ended_ = 0;                         // threads in workers_ whose loop returned
+    const std::chrono::milliseconds spare_timeout_;
     bool exit_ = false;                             // threads return once nothing is queued
     std::atomic<bool> stopping_{false};
     bool spawn_failed_ = false;

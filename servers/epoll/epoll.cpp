@@ -35,7 +35,7 @@ Reactor::Reactor(const runtime::WorkerContext& ctx)
       conns_(ctx, cache_),
       listener_(ep_.get(), ctx.listener, conns_.gate, &listen_tag),
       read_buf_(std::make_unique_for_overwrite<char[]>(runtime::kReadSize)),
-      out_(runtime::kBatchOutput + runtime::kReadSize),
+      out_(2 * runtime::kOutputMark),
       now_(Clock::now()) {
     db_fds_.fill(-1);
     if (!ctx.options.db.empty())
@@ -88,14 +88,15 @@ void Reactor::dispatch(const epoll_event& ev) {
     // Closed earlier in this batch (by a timer or shutdown): its object is
     // recycled only after the batch, so this stale event is harmless.
     if (!c.open) return;
-    if (c.lingering) return drain_linger(c);
+    if (c.lingering()) return drain_linger(c);
     if (ev.events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) c.input_ready = true;
     if (ev.events & (EPOLLRDHUP | EPOLLHUP)) c.peer_fin_seen = true;
     if ((ev.events & EPOLLOUT) && !c.pending.empty() && !write_pending(c)) return;
     // While responses wait for the socket or the database, reading pauses: a
     // client that pipelines without reading is held back by TCP flow control,
     // not by our memory.
-    if (c.input_ready && c.pending.empty() && !c.session.waiting()) service(c);
+    if ((c.input_ready || c.session.deferred()) && c.pending.empty() && !c.session.waiting())
+        service(c);
 }
 
 bool Reactor::adopt(int fd) {
@@ -113,55 +114,24 @@ bool Reactor::adopt(int fd) {
 void Reactor::service(Connection& c) {
     int budget = kReadsPerTurn;
     while (true) {
-        // Read phase: gather one batch of responses in the thread's buffer.
-        bool drained = false;
-        while (true) {
-            const ssize_t n = ::read(c.fd, read_buf_.get(), runtime::kReadSize);
-            if (n > 0) {
-                if (budget == kReadsPerTurn) conns_.deadlines.touch(c, now_);
-                --budget;
-                const auto r = c.session.feed({read_buf_.get(), static_cast<std::size_t>(n)}, out_);
-                conns_.deadlines.track_head(c, now_);
-                // Only with --db can a response wait for the database.
-                if (c.session.waiting()) db_->submit_jobs(&c, c.session);
-                if (r == http::Session::Result::close) {
-                    c.want_close = true;  // what follows is not answered
-                    drained = true;
-                    break;
-                }
-                // The rest waits for the database (deliver() resumes it).
-                if (c.session.waiting()) break;
-                // A short read emptied the socket; with edge triggering, data
-                // that arrives later raises a new event. This saves the read
-                // that would only return EAGAIN. Not so once the client's FIN
-                // came with the same edge: no new event will announce the EOF.
-                if (static_cast<std::size_t>(n) < runtime::kReadSize && !c.peer_fin_seen) {
-                    drained = true;
-                    break;
-                }
-                if (out_.size() >= runtime::kBatchOutput || budget <= 0) break;
-                continue;
-            }
-            if (n == 0) {
-                c.peer_closed = true;
-                drained = true;
-                break;
-            }
-            if (errno == EAGAIN) {
-                drained = true;
-                break;
-            }
-            if (errno == EINTR) continue;
-            out_.clear();  // ECONNRESET and friends: nobody to answer
-            return close_now(c);
+        if (c.session.deferred()) {
+            // Responses the output had no room for come first: nothing is
+            // read until they are all out.
+            if (c.session.resume(out_, runtime::kOutputMark) == http::Session::Result::close)
+                c.want_close = true;
+            --budget;
+        } else {
+            read_batch(c, budget);
+            if (!c.open) return;
         }
-        c.input_ready = !drained;
 
         // Write phase: one send() for the whole batch; EPOLLOUT continues it.
         if (!out_.empty() && !send_out(c)) return;
         if (!c.pending.empty() || c.session.waiting()) return;
-        if (c.want_close || c.peer_closed) return finish(c);
-        if (drained) return;
+        if (!c.session.deferred()) {
+            if (c.want_close || c.peer_closed) return finish(c);
+            if (!c.input_ready) return;
+        }
         if (budget <= 0) {
             if (!c.ready_hook.linked()) ready_.push_back(c);
             return;
@@ -169,10 +139,61 @@ void Reactor::service(Connection& c) {
     }
 }
 
+void Reactor::read_batch(Connection& c, int& budget) {
+    // Gathers one batch of responses in the thread's buffer, until the
+    // socket is drained, the output reaches the mark (the session defers
+    // the rest), a job waits, or the budget is spent.
+    while (true) {
+        const ssize_t n = ::read(c.fd, read_buf_.get(), runtime::kReadSize);
+        if (n > 0) {
+            conns_.deadlines.touch(c, now_);
+            --budget;
+            const auto r = c.session.feed({read_buf_.get(), static_cast<std::size_t>(n)}, out_,
+                                          runtime::kOutputMark);
+            conns_.deadlines.track_head(c, now_);
+            // Only with --db can a response wait for the database.
+            if (c.session.waiting()) db_->submit_jobs(&c, c.session);
+            if (r == http::Session::Result::close) {
+                c.want_close = true;  // what follows is not answered
+                c.input_ready = false;
+                return;
+            }
+            // A short read emptied the socket; with edge triggering, data
+            // that arrives later raises a new event. This saves the read
+            // that would only return EAGAIN. Not so once the client's FIN
+            // came with the same edge: no new event will announce the EOF.
+            if (static_cast<std::size_t>(n) < runtime::kReadSize && !c.peer_fin_seen) {
+                c.input_ready = false;
+                return;
+            }
+            // The rest waits for the database (deliver() resumes it), or for
+            // room in the output.
+            if (c.session.owes() || out_.size() >= runtime::kOutputMark || budget <= 0) return;
+            continue;
+        }
+        if (n == 0) {
+            c.peer_closed = true;
+            c.input_ready = false;
+            return;
+        }
+        if (errno == EAGAIN) {
+            c.input_ready = false;
+            return;
+        }
+        if (errno == EINTR) continue;
+        out_.clear();  // ECONNRESET and friends: nobody to answer
+        return close_now(c);
+    }
+}
+
 bool Reactor::send_out(Connection& c) {
     // The socket is full: keep the rest for EPOLLOUT.
     const auto r = runtime::send_from(c.fd, out_);
-    if (r == runtime::IoResult::would_block) c.pending.append(out_.view());
+    if (r == runtime::IoResult::would_block) {
+        // Reading pauses until the client takes this (--send-timeout).
+        c.pending.append(out_.view());
+        conns_.deadlines.block(c, now_);
+    }
     out_.clear();
     if (r == runtime::IoResult::closed) close_now(c);
     return r != runtime::IoResult::closed;
@@ -185,8 +206,9 @@ bool Reactor::write_pending(Connection& c) {
     if (r == runtime::IoResult::closed) close_now(c);
     if (r != runtime::IoResult::done) return r == runtime::IoResult::would_block;
     // Drained: a backlog of that size was exceptional, give the memory back.
+    // Reading may resume (dispatch() renders what was deferred first).
     c.pending.release();
-    if (c.session.waiting()) return true;
+    conns_.deadlines.unblock(c, now_);
     if (conns_.ending(c)) {
         finish(c);
         return false;
@@ -232,7 +254,7 @@ void Reactor::run_ready() {
     ready_.splice_into(batch);
     while (Connection* c = batch.pop_front()) {
         if (!c->open) continue;
-        if (c->lingering) {
+        if (c->lingering()) {
             drain_linger(*c);
         } else if (c->pending.empty()) {
             service(*c);
@@ -266,7 +288,7 @@ void Reactor::deliver(void* owner, const http::Job& job, const http::JobResult& 
     if (c.session.waiting() || !c.pending.empty()) return;
     // Nothing waits any more: the connection goes on where it paused.
     if (conns_.ending(c)) return finish(c);
-    if (c.input_ready && !c.ready_hook.linked()) ready_.push_back(c);
+    if ((c.input_ready || c.session.deferred()) && !c.ready_hook.linked()) ready_.push_back(c);
 }
 
 void Reactor::watch(int fd, bool read, bool write) noexcept {

@@ -55,6 +55,7 @@ class Reactor final : db::Loop {
     void dispatch(const epoll_event& ev);
     bool adopt(int fd);
     void service(Connection& c);
+    void read_batch(Connection& c, int& budget);
     bool send_out(Connection& c);
     bool write_pending(Connection& c);
     void expire_head(Connection& c);

@@ -22,9 +22,6 @@ constexpr std::size_t kRecvSize = 8 * 1024;
 // AcceptEx calls thread 0 keeps posted: a burst of connections is taken
 // without waiting for a re-post, each holding one unconnected socket.
 constexpr std::size_t kAcceptsAhead = 16;
-// Output a connection may hold (sent and unsent) before its recv stops.
-constexpr std::size_t kHighWater = runtime::kBatchOutput;
-
 [[noreturn]] void throw_last_error(const char* what) {
     throw std::system_error(static_cast<int>(::GetLastError()), std::system_category(), what);
 }
@@ -258,13 +255,13 @@ void Worker::on_recv(Connection& c, DWORD bytes, DWORD error) {
         // EOF: answer what was received, then close (work() does, once the
         // output is sent). A lingering connection has seen what it waited for.
         c.peer_closed = true;
-        if (c.lingering) return close_now(c);
+        if (c.lingering()) return close_now(c);
         return mark(c);
     }
     // Lingering, or after the session ended: input is discarded.
-    if (!c.lingering && !c.want_close) {
+    if (!c.lingering() && !c.want_close) {
         conns_.deadlines.touch(c, now_);
-        const auto r = c.session.feed({c.in.get(), bytes}, c.out);
+        const auto r = c.session.feed({c.in.get(), bytes}, c.out, runtime::output_limit(c));
         conns_.deadlines.track_head(c, now_);
         if (r == http::Session::Result::close) c.want_close = true;  // what follows is not answered
     }
@@ -281,7 +278,8 @@ void Worker::on_send(Connection& c, DWORD bytes, DWORD error) {
 
 void Worker::work(Connection& c) {
     if (c.closing) return;
-    if (!c.send_posted && !c.lingering) {
+    const bool receive = c.lingering() || runtime::settle_output(c, conns_.deadlines, now_);
+    if (!c.send_posted && !c.lingering()) {
         runtime::take_collected(c);
         // Closed by either (maybe recycled already: only `open` says so).
         if (!c.sending.empty()) {
@@ -293,7 +291,7 @@ void Worker::work(Connection& c) {
             if (!c.open) return;
         }
     }
-    if (runtime::wants_receive(c, c.recv_posted, output_of(c) < kHighWater)) post_recv(c);
+    if (runtime::wants_receive(c, c.recv_posted, receive)) post_recv(c);
 }
 
 // --- Closing ----------------------------------------------------------------------

@@ -21,8 +21,9 @@
 // bytes of every completion dequeued in one GetQueuedCompletionStatusEx
 // batch go to its http::Session, and the responses for the whole batch
 // leave with one WSASend (one send in flight per connection). Output held
-// over runtime::kBatchOutput stops the receiving until it drains: a client
-// that pipelines without reading is held back by TCP flow control.
+// at runtime::kOutputMark stops the receiving until it drains (the session
+// defers the responses it has no room for): a client that pipelines
+// without reading is held back by TCP flow control.
 // Everything protocol lives in common/http, the connection lifecycle
 // (accept gate, deadlines, lingering close, graceful stop) in common/runtime.
 #pragma once

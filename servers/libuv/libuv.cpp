@@ -17,9 +17,9 @@ namespace {
 
 // libuv reads again at once only when a read filled the buffer.
 using runtime::kReadSize;
-// The loop's output buffer, sized as server-epoll's: the responses to a full
-// read of typical pipelined requests fit without growing it.
-constexpr std::size_t kOutputSize = runtime::kBatchOutput + kReadSize;
+// The loop's output buffer, sized as server-epoll's: a connection's output
+// up to the mark and the response that crosses it fit without growing it.
+constexpr std::size_t kOutputSize = 2 * runtime::kOutputMark;
 
 uv_stream_t* stream(uv_tcp_t& t) noexcept {
     return reinterpret_cast<uv_stream_t*>(&t);
@@ -197,7 +197,7 @@ void Worker::check_gate() {
 void Worker::read(uv_stream_t* s, ssize_t nread, const uv_buf_t* buf) {
     Connection& c = conn(reinterpret_cast<uv_handle_t*>(s));
     if (nread == 0 || !c.open) return;  // 0: EAGAIN
-    if (c.lingering) {
+    if (c.lingering()) {
         if (nread < 0) close_now(c);  // EOF: the client closed too; or an error
         return;                       // data after the last response is discarded
     }
@@ -210,18 +210,34 @@ void Worker::read(uv_stream_t* s, ssize_t nread, const uv_buf_t* buf) {
     cache_.refresh(std::time(nullptr));
     const Clock::time_point t = now();
     conns_.deadlines.touch(c, t);
-    const auto r = c.session.feed({buf->base, static_cast<std::size_t>(nread)}, out_);
+    const auto r = c.session.feed({buf->base, static_cast<std::size_t>(nread)}, out_,
+                                  runtime::kOutputMark);
     // A new head's deadline may come before the one the timer is armed for.
     if (conns_.deadlines.track_head(c, t) || !timer_armed_) schedule();
     if (r == http::Session::Result::close) c.want_close = true;  // what follows is not answered
-    if (c.session.waiting()) {
-        // The rest waits for the database: reading pauses (deliver() resumes it).
-        db_->submit_jobs(&c, c.session);
+    // The rest waits for the database (deliver() resumes it).
+    if (c.session.waiting()) db_->submit_jobs(&c, c.session);
+    if (!out_.empty() && !send_batch(c)) return;
+    if (!send_deferred(c)) return;
+    if (c.session.owes()) {
+        // Reading pauses while a job waits (deliver() resumes it).
         if (c.reading) uv_read_stop(stream(c.tcp));
         c.reading = false;
+        return;
     }
-    if (!out_.empty() && !send_batch(c)) return;
-    if (c.want_close && !c.session.waiting()) finish(c);
+    if (c.want_close) finish(c);
+}
+
+bool Worker::send_deferred(Connection& c) {
+    // While the socket takes every write whole, the responses the output
+    // had no room for follow, a mark's worth at a time.
+    while (c.session.deferred() && !c.session.waiting()) {
+        if (c.session.resume(out_, runtime::kOutputMark) == http::Session::Result::close)
+            c.want_close = true;
+        if (c.session.waiting()) db_->submit_jobs(&c, c.session);
+        if (!out_.empty() && !send_batch(c)) return false;
+    }
+    return true;
 }
 
 // --- The database ---------------------------------------------------------------
@@ -232,7 +248,7 @@ void Worker::deliver(void* owner, const http::Job& job, const http::JobResult& r
     if (!conns_.complete_job(c, job, result, c.writing ? c.later : out_, now())) return;
     if (c.writing) return;
     if (!out_.empty() && !send_batch(c)) return;
-    if (c.session.waiting()) return;
+    if (!send_deferred(c) || c.session.owes()) return;
     // Nothing waits any more: the connection goes on where it paused.
     if (conns_.ending(c)) return finish(c);
     if (!start_reading(c)) close_now(c);
@@ -306,6 +322,9 @@ bool Worker::send_batch(Connection& c) {
     out_.clear();
     if (c.reading) uv_read_stop(stream(c.tcp));
     c.reading = false;
+    // Until the client takes it: --send-timeout runs, which may come first.
+    conns_.deadlines.block(c, now());
+    schedule();
     c.write_req.data = &c;
     const uv_buf_t rest = buffer(c.pending);
     if (uv_write(&c.write_req, stream(c.tcp), &rest, 1, call<&Worker::written>) != 0) {
@@ -333,7 +352,10 @@ void Worker::written(uv_write_t* req, int status) {
         c.later.release();
         if (!send_batch(c)) return;
     }
-    if (c.session.waiting()) return;
+    if (!send_deferred(c)) return;
+    // Reading may resume: a head in progress gets its deadline afresh.
+    if (conns_.deadlines.unblock(c, now())) schedule();
+    if (c.session.owes()) return;
     if (conns_.ending(c)) return finish(c);
     if (!start_reading(c)) close_now(c);
 }

@@ -89,6 +89,7 @@ class Worker final : db::Loop {
     void check_gate();
     void read(uv_stream_t* s, ssize_t nread, const uv_buf_t* buf);
     bool send_batch(Connection& c);
+    bool send_deferred(Connection& c);
     void written(uv_write_t* req, int status);
     bool start_reading(Connection& c) noexcept;
     void expire_head(Connection& c);

@@ -92,7 +92,7 @@ struct Pool::Worker {
     explicit Worker(const runtime::ServerOptions& o)
         : cache(o.mode, std::time(nullptr), o.workloads()),
           read_buf(std::make_unique_for_overwrite<char[]>(runtime::kReadSize)),
-          out(runtime::kBatchOutput + runtime::kReadSize) {
+          out(2 * runtime::kOutputMark) {
         if (!o.db.empty()) db.emplace(o.db, o.idle_timeout);
     }
     http::ResponseCache cache;  // per worker: a connection is rendered with its current owner's
@@ -140,7 +140,7 @@ void Pool::run() {
     std::vector<Connection*> ready;
     ready.reserve(runtime::kMaxEvents);
     // Timeouts are enforced by a sweep.
-    const auto sweep_every = runtime::SharedDeadlines::sweep_interval(opts_);
+    const auto sweep_every = runtime::sweep_interval(opts_);
     next_sweep_ = Clock::now() + sweep_every;
     while (true) {
         if (stopping_) {
@@ -216,15 +216,17 @@ void Pool::sweep(Clock::time_point now) {
     // so the descriptor shut down here is never someone else's.
     const std::lock_guard lock(registry_mutex_);
     registry_.for_each([&](Connection& c) {
-        switch (c.deadlines.due(now, opts_)) {
-            case runtime::SharedDeadlines::Due::nothing: return;
-            case runtime::SharedDeadlines::Due::close:
-                // Held by a worker (not armed), it is being served, not idle:
-                // that worker may be waiting for the database, whose own
-                // statement timeout bounds the wait.
-                if (c.armed.load(std::memory_order_acquire)) ::shutdown(c.fd, SHUT_RDWR);
+        // Held by a worker (not armed), it is being served, not idle: that
+        // worker may be waiting for the database, whose own statement
+        // timeout bounds the wait. The worker renews the idle time.
+        const bool armed = c.armed.load(std::memory_order_acquire);
+        switch (c.clock.due(now, opts_, !armed)) {
+            case runtime::Due::nothing:
+            case runtime::Due::renew: return;
+            case runtime::Due::close:
+                if (armed) ::shutdown(c.fd, SHUT_RDWR);
                 return;
-            case runtime::SharedDeadlines::Due::head:
+            case runtime::Due::head:
                 // A late request head gets a 408, which only the owner can
                 // write: wake it. Armed means in epoll and owned by no worker,
                 // so re-arming with EPOLLOUT (writable: fires at once) hands it
@@ -232,7 +234,7 @@ void Pool::sweep(Clock::time_point now) {
                 // overwrite this one, the next sweep wakes it again. The
                 // registry lock keeps the descriptor open meanwhile (owners
                 // leave the registry before closing).
-                if (!c.armed.load(std::memory_order_acquire)) return;
+                if (!armed) return;
                 auto ev = event_for(&c, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLONESHOT);
                 epoll_rearm(ep_.get(), c.fd, &ev);
         }
@@ -264,9 +266,9 @@ void Pool::worker_loop(Worker& w) {
 
 void Pool::service(Worker& w, Connection& c, std::uint32_t events) {
     auto now = Clock::now();
-    c.deadlines.touch(now);
-    if (!c.lingering && c.deadlines.head_due(now)) return expire_head(w, c);
-    if (c.lingering) {
+    c.clock.touch(now);
+    if (c.clock.due(now, opts_, true) == runtime::Due::head) return expire_head(w, c);
+    if (c.lingering()) {
         if (runtime::discard_input(c.fd, w.read_buf.get(), runtime::kReadSize,
                                    runtime::kLingerReadsPerTurn) == runtime::IoResult::closed)
             return close_connection(c);  // the client closed, or an error
@@ -277,35 +279,37 @@ void Pool::service(Worker& w, Connection& c, std::uint32_t events) {
         if (!flush(c, c.pending)) return close_connection(c);
         if (!c.pending.empty()) return rearm(c, EPOLLOUT);
         c.pending.release();
-        if (c.want_close) return start_linger(w, c);
     }
-    if (stopping_.load(std::memory_order_relaxed)) c.session.request_close();
+    const bool stopping = stopping_.load(std::memory_order_relaxed);
+    if (stopping) c.session.request_close();
+    // What the output had no room for goes first; nothing is read until
+    // it is all out. Then reading resumes.
+    if (!send_owed(w, c, now)) return;
+    c.clock.unblock(c.session, now, opts_);
 
-    bool peer_closed = false;
     int budget = kReadsPerTurn;
     bool drained = false;
-    while (!drained && budget > 0 && w.out.size() < runtime::kBatchOutput) {
+    while (!c.want_close && !drained && budget > 0 && !c.session.deferred() &&
+           w.out.size() < runtime::kOutputMark) {
         const ssize_t n = ::read(c.fd, w.read_buf.get(), runtime::kReadSize);
         if (n > 0) {
             --budget;
-            const auto r = c.session.feed({w.read_buf.get(), static_cast<std::size_t>(n)}, w.out);
-            // Blocks this worker for the queries; their responses are progress.
-            if (w.db && db::serve_jobs(c.session, *w.db, w.out)) {
-                now = Clock::now();
-                c.deadlines.touch(now);
-            }
-            c.deadlines.track_head(c.session, now, opts_);
-            if (r == http::Session::Result::close) {
+            if (c.session.feed({w.read_buf.get(), static_cast<std::size_t>(n)}, w.out,
+                               runtime::kOutputMark) == http::Session::Result::close)
                 c.want_close = true;
-                break;
+            // Blocks this worker for the queries; their responses are progress.
+            if (db::fill(c.session, w.db ? &*w.db : nullptr, w.out, runtime::kOutputMark)) {
+                now = Clock::now();
+                c.clock.touch(now);
             }
+            c.clock.track_head(c.session, now, opts_);
             // Level-triggered: if more arrives after this short read, the
             // re-armed connection is ready again at once.
             drained = static_cast<std::size_t>(n) < runtime::kReadSize;
             continue;
         }
         if (n == 0) {
-            peer_closed = true;
+            c.peer_closed = true;
             break;
         }
         if (errno == EINTR) continue;
@@ -313,21 +317,42 @@ void Pool::service(Worker& w, Connection& c, std::uint32_t events) {
         w.out.clear();
         return close_connection(c);
     }
-    // One send for the batch.
-    if (!w.out.empty()) {
-        const bool ok = flush(c, w.out);
-        if (!w.out.empty()) {
-            c.pending.append(w.out.view());
-            w.out.clear();
-        }
-        if (!ok) return close_connection(c);
-        // Reading pauses while responses wait for the socket.
-        if (!c.pending.empty()) return rearm(c, EPOLLOUT);
+    // One send for the batch (and what was deferred, while the socket takes it).
+    if (!send_owed(w, c, now)) return;
+    if (runtime::ending(c, stopping)) {
+        if (c.want_close) return start_linger(w, c);
+        return close_connection(c);
     }
-    if (c.want_close) return start_linger(w, c);
-    if (peer_closed) return close_connection(c);
-    if (stopping_.load(std::memory_order_relaxed) && c.session.idle()) return close_connection(c);
     rearm(c, EPOLLIN | EPOLLRDHUP);
+}
+
+bool Pool::send_owed(Worker& w, Connection& c, Clock::time_point& now) {
+    while (true) {
+        if (!w.out.empty()) {
+            const bool ok = flush(c, w.out);
+            if (!w.out.empty()) {
+                c.pending.append(w.out.view());
+                w.out.clear();
+            }
+            if (!ok) {
+                close_connection(c);
+                return false;
+            }
+            if (!c.pending.empty()) {
+                // The socket is full: reading pauses until the client takes
+                // this (--send-timeout runs meanwhile).
+                c.clock.block(now);
+                rearm(c, EPOLLOUT);
+                return false;
+            }
+        }
+        if (!c.session.deferred()) return true;
+        if (db::fill(c.session, w.db ? &*w.db : nullptr, w.out, runtime::kOutputMark)) {
+            now = Clock::now();
+            c.clock.touch(now);
+        }
+        if (c.session.closed()) c.want_close = true;
+    }
 }
 
 bool Pool::flush(Connection& c, http::ByteBuffer& out) {
@@ -345,7 +370,7 @@ void Pool::rearm(Connection& c, std::uint32_t events) {
 }
 
 void Pool::expire_head(Worker& w, Connection& c) {
-    c.deadlines.clear_head();
+    c.clock.clear_head();
     if (!runtime::answer_late_head(c, !c.pending.empty(), w.out)) return close_connection(c);
     const bool whole = flush(c, w.out) && w.out.empty();
     w.out.clear();
@@ -355,8 +380,8 @@ void Pool::expire_head(Worker& w, Connection& c) {
 
 void Pool::start_linger(Worker& w, Connection& c) {
     // The sweep enforces the deadline.
-    if (!c.deadlines.start_linger(c.fd, Clock::now(), opts_)) return close_connection(c);
-    c.lingering = true;
+    if (!runtime::shut_for_linger(c, c.fd, opts_)) return close_connection(c);
+    c.clock.linger(Clock::now(), opts_);
     service(w, c, EPOLLIN);
 }
 

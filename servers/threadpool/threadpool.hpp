@@ -36,15 +36,20 @@
 #include "runtime/posix/epoll_util.hpp"
 #include "runtime/posix/unique_fd.hpp"
 #include "runtime/server.hpp"
-#include "runtime/shared_deadlines.hpp"
+#include "runtime/connection_state.hpp"
 
 namespace sm::threadpool {
 
 using runtime::Clock;
 
-struct Connection {
+// The connection's state (connection_state.hpp) with its deadlines in
+// relaxed atomics: written by the worker that owns it, read by the
+// reactor's sweep (no other shared state).
+struct Connection : runtime::ConnectionState<runtime::Shared> {
     Connection(int socket, const http::ResponseCache& cache, const http::Limits& limits) noexcept
-        : fd(socket), session(cache, limits) {}
+        : ConnectionState(cache, limits), fd(socket) {
+        clock.start(Clock::now());
+    }
 
     const int fd;
     std::uint32_t events = 0;  // what epoll reported; written before the hand-off
@@ -54,12 +59,7 @@ struct Connection {
     // visible to the memory model (and to ThreadSanitizer), so the next
     // owner sees everything the last one wrote.
     std::atomic<bool> armed{true};
-    // Written by the owner, read by the reactor's sweep (no other shared state).
-    runtime::SharedDeadlines deadlines{runtime::Clock::now()};
-    http::Session session;            // touched only by the worker that owns the connection
     http::ByteBuffer pending;         // unsent responses; the connection then waits for EPOLLOUT
-    bool want_close = false;          // the session ended: close once pending is written
-    bool lingering = false;           // our side is shut down; reading until the client closes
     runtime::ListHook registry_hook;  // under Pool::registry_mutex_
 };
 
@@ -76,6 +76,7 @@ class Pool {
     struct Worker;
     void worker_loop(Worker& w);
     void service(Worker& w, Connection& c, std::uint32_t events);
+    bool send_owed(Worker& w, Connection& c, Clock::time_point& now);
     bool flush(Connection& c, http::ByteBuffer& out);
     void rearm(Connection& c, std::uint32_t events);
     void start_linger(Worker& w, Connection& c);

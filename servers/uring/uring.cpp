@@ -48,12 +48,6 @@ constexpr runtime::ModelOption kUringBuffers{
     .value = 1024,
     .max = 32768,
     .power_of_two = true};
-// Output a connection may hold (sending + collected) before its recv is
-// cancelled: a client that pipelines without reading is then held back by
-// TCP flow control, not by our memory. Same bound as server-epoll's batch.
-constexpr std::size_t kHighWater = runtime::kBatchOutput;
-// Its recv is re-armed once the output has drained below this.
-constexpr std::size_t kLowWater = 64 * 1024;
 // What a connection object keeps per buffer when it goes back to the pool:
 // enough for the next connection's first responses without an allocation,
 // while a pool that once held a thousand slow readers holds little memory.
@@ -237,37 +231,41 @@ void Worker::resume_accepting() {
 
 void Worker::arm_recv(Connection& c) {
     io_uring_sqe* s = ring_.sqe();
-    // No buffer of its own: each completion names one from the group.
-    io_uring_prep_recv_multishot(s, c.fd, nullptr, 0, 0);
+    // No buffer of its own: each completion names one from the group. A
+    // connection that once outran its output gets one buffer per recv, only
+    // when its output has room: a multishot recv would let the kernel fill
+    // buffer after buffer of the ring with its flood before the loop can
+    // stop it, and the others' recvs would find the ring dry.
+    if (c.single_shot) {
+        io_uring_prep_recv(s, c.fd, nullptr, kBufferSize, 0);
+    } else {
+        io_uring_prep_recv_multishot(s, c.fd, nullptr, 0, 0);
+    }
     s->flags |= IOSQE_BUFFER_SELECT;
     s->buf_group = kBufferGroup;
     queued(s, tag(c, kRecv));
     c.recv_armed = true;
+    c.multishot_armed = !c.single_shot;
     ++c.ops;
 }
 
 void Worker::on_recv(Connection& c, int res, unsigned flags) {
     if (!(flags & IORING_CQE_F_MORE)) {
-        c.recv_armed = c.recv_cancelling = false;
+        c.recv_armed = c.recv_cancelling = c.multishot_armed = false;
         --c.ops;
         --inflight_;
     }
     if (flags & IORING_CQE_F_BUFFER) {
         const auto id = static_cast<std::uint16_t>(flags >> IORING_CQE_BUFFER_SHIFT);
         // Lingering, closing, or after the session ended: input is discarded.
-        if (res > 0 && !c.closing && !c.lingering && !c.want_close) {
+        if (res > 0 && !c.closing && !c.lingering() && !c.want_close) {
             conns_.deadlines.touch(c, now_);
-            const std::string_view data(buffers_.buffer(id), static_cast<std::size_t>(res));
-            // Over the mark, or waiting for the database: keep the bytes (in
-            // order) until the output drains and nothing waits.
-            if (c.recv_paused) {
-                c.held.append(data);
-            } else {
-                feed(c, data);
-                // The output overshoots the mark by one buffer's responses at most.
-                if (!c.want_close && (output_of(c) >= kHighWater || c.session.waiting()))
-                    pause_recv(c);
-            }
+            // Every byte is fed (completions that arrive after the recv is
+            // paused too: the output stays bounded, the session defers what
+            // it has no room for).
+            feed(c, {buffers_.buffer(id), static_cast<std::size_t>(res)});
+            if (!c.want_close && (output_of(c) >= runtime::kOutputMark || c.session.owes()))
+                pause_recv(c);
         }
         buffers_.give_back(id);
     }
@@ -279,7 +277,7 @@ void Worker::on_recv(Connection& c, int res, unsigned flags) {
         // EOF: answer what was received, then close (work() does, once the
         // output is sent). A lingering connection has seen what it waited for.
         c.peer_closed = true;
-        if (c.lingering) return close_now(c);
+        if (c.lingering()) return close_now(c);
     } else if (res < 0 && res != -ENOBUFS && res != -ECANCELED) {
         return close_now(c);  // ECONNRESET and friends: nobody to answer
     }
@@ -301,11 +299,11 @@ void Worker::note_ring_dry() {
 }
 
 void Worker::pause_recv(Connection& c) {
-    c.recv_paused = true;
-    if (!c.recv_armed || c.recv_cancelling) return;
+    // From now on one buffer per recv (see arm_recv).
+    if (c.session.deferred() || output_of(c) >= runtime::kOutputMark) c.single_shot = true;
+    if (!c.recv_armed || c.recv_cancelling || !c.multishot_armed) return;
     // Completions already on their way (without DEFER_TASKRUN the kernel
-    // may drain the whole socket into the ring before the cancel lands) are
-    // held, not fed: see feed_held().
+    // may drain the socket into the ring before the cancel lands) are fed.
     io_uring_sqe* s = ring_.sqe();
     io_uring_prep_cancel64(s, tag(c, kRecv), 0);
     queued(s, kIgnore);
@@ -313,27 +311,10 @@ void Worker::pause_recv(Connection& c) {
 }
 
 void Worker::feed(Connection& c, std::string_view data) {
-    const auto r = c.session.feed(data, c.out);
+    const auto r = c.session.feed(data, c.out, runtime::output_limit(c));
     conns_.deadlines.track_head(c, now_);
-    if (r == http::Session::Result::close) {
-        c.want_close = true;  // what follows is not answered
-        c.held.clear();
-    }
+    if (r == http::Session::Result::close) c.want_close = true;  // what follows is not answered
     if (c.session.waiting()) db_->submit_jobs(&c, c.session);
-}
-
-void Worker::feed_held(Connection& c) {
-    // A buffer's worth at a time, as if it had just been received, until the
-    // output is over the mark again (recv stays paused) or nothing is held.
-    while (!c.held.empty() && output_of(c) < kHighWater && !c.session.waiting()) {
-        const std::size_t n = std::min(c.held.size(), kBufferSize);
-        const std::string_view chunk(c.held.data(), n);
-        feed(c, chunk);
-        if (!c.held.empty()) c.held.consume(n);
-    }
-    if (!c.held.empty()) return;
-    trim(c.held, runtime::kKeepCapacity);
-    c.recv_paused = false;  // work() re-arms the recv
 }
 
 void Worker::on_send(Connection& c, int res) {
@@ -350,13 +331,17 @@ void Worker::on_send(Connection& c, int res) {
     }
     if (runtime::consume_sent(c, static_cast<std::size_t>(res)))
         conns_.deadlines.touch(c, now_);  // work() sends the rest
-    if (c.recv_paused && output_of(c) <= kLowWater) feed_held(c);
     mark(c);
 }
 
 void Worker::work(Connection& c) {
     if (c.closing) return;
-    if (!c.send_in_flight && !c.lingering) {
+    bool receive = true;
+    if (!c.lingering()) {
+        receive = runtime::settle_output(c, conns_.deadlines, now_);
+        if (c.session.waiting()) db_->submit_jobs(&c, c.session);
+    }
+    if (!c.send_in_flight && !c.lingering()) {
         runtime::take_collected(c);
         if (!c.sending.empty()) {
             io_uring_sqe* s = ring_.sqe();
@@ -364,8 +349,7 @@ void Worker::work(Connection& c) {
             queued(s, tag(c, kSend));
             c.send_in_flight = true;
             ++c.ops;
-        } else if (c.held.empty() && !c.session.waiting() &&
-                   conns_.ending(c)) {
+        } else if (conns_.ending(c)) {
             // Everything we owe the client is sent.
             finish(c);
             // Closed (and maybe finalized: then fd is -1 and the flags are
@@ -373,20 +357,20 @@ void Worker::work(Connection& c) {
             if (c.closing || c.fd < 0) return;
         }
     }
-    if (runtime::wants_receive(c, c.recv_armed, !c.recv_paused)) arm_recv(c);
+    if (!receive) pause_recv(c);
+    if (runtime::wants_receive(c, c.recv_armed, receive)) arm_recv(c);
 }
 
 // --- Closing ----------------------------------------------------------------------
 
 void Worker::expire_head(Connection& c) {
-    const bool queued = output_of(c) != 0 || c.send_in_flight || !c.held.empty();
+    const bool queued = output_of(c) != 0 || c.send_in_flight || c.session.owes();
     if (!runtime::answer_late_head(c, queued, c.out)) return close_now(c);
     work(c);  // sends the 408, then lingers
 }
 
 void Worker::finish(Connection& c) {
-    if (!conns_.start_linger(c, c.fd, now_)) return close_now(c);
-    c.recv_paused = false;
+    if (!conns_.start_linger(c, c.fd, now_)) close_now(c);
 }
 
 void Worker::close_now(Connection& c) {
@@ -395,7 +379,6 @@ void Worker::close_now(Connection& c) {
     runtime::Deadlines<Connection>::forget(c);
     WorkList::remove(c);
     c.out.clear();
-    c.held.clear();
     if (c.ops == 0) return finalize(c);
     // One cancel for the recv and the send alike (matched by descriptor);
     // each reports its own end, and the last one finalizes. The descriptor
@@ -410,8 +393,7 @@ void Worker::finalize(Connection& c) {
     c.fd = -1;
     trim(c.out, kPooledCapacity);
     trim(c.sending, kPooledCapacity);
-    trim(c.held, kPooledCapacity);
-    c.recv_armed = c.recv_cancelling = c.recv_paused = c.send_in_flight = false;
+    c.recv_armed = c.recv_cancelling = c.multishot_armed = c.single_shot = c.send_in_flight = false;
     c.closing = false;
     // The freed slot is noticed by the loop (run()), not here: callers may
     // still hold `c`, which a connection taken from parked_ could reuse at once.
@@ -437,9 +419,8 @@ void Worker::deliver(void* owner, const http::Job& job, const http::JobResult& r
     Connection& c = *static_cast<Connection*>(owner);
     // Closing: its cancels are out, it is finalized when they are back.
     if (c.closing || !conns_.complete_job(c, job, result, c.out, now_)) return;
-    // Nothing waits any more: the input held meanwhile is fed, and work()
-    // sends, re-arms the recv, or finishes.
-    if (!c.session.waiting() && c.recv_paused && output_of(c) <= kLowWater) feed_held(c);
+    // work() sends, renders what was deferred meanwhile, re-arms the recv,
+    // or finishes.
     mark(c);
 }
 
@@ -516,7 +497,7 @@ void Worker::begin_shutdown() {
     conns_.begin_shutdown(
         now_,
         [](const Connection& c) {
-            return !c.send_in_flight && output_of(c) == 0 && c.held.empty();
+            return !c.send_in_flight && output_of(c) == 0;
         },
         [this](Connection& c) { close_now(c); });
 }

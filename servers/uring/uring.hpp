@@ -42,16 +42,15 @@ struct alignas(8) Connection : runtime::ConnectionRecord {
     int fd = -1;               // -1 while the object is free
     http::ByteBuffer out;      // responses produced since the last send was submitted
     http::ByteBuffer sending;  // what the send in flight reads: untouched until it completes
-    // Input that arrived while the output was over the mark (recv_paused),
-    // not fed yet: the kernel may complete a multishot recv many times
-    // before its cancel lands, and feeding it all would multiply the output.
-    http::ByteBuffer held;
-    // Operations in flight (the multishot recv, the send). The object is
-    // reused, and the descriptor closed, only once this is back to 0.
+    // Operations in flight (the recv, the send). The object is reused, and
+    // the descriptor closed, only once this is back to 0.
     std::uint8_t ops = 0;
-    bool recv_armed = false;       // a multishot recv is in flight
+    bool recv_armed = false;       // a recv is in flight
+    bool multishot_armed = false;  // ... and it is a multishot one
     bool recv_cancelling = false;  // an ASYNC_CANCEL for it is on its way
-    bool recv_paused = false;      // output backed up: input is held, recv off until it drains
+    // The client once outran its output (or a job held it): one buffer per
+    // recv from then on (see Worker::arm_recv).
+    bool single_shot = false;
     bool send_in_flight = false;
     bool closing = false;         // cancelled: closed and recycled when ops reaches 0
     runtime::ListHook work_hook;  // in Worker::work_: needs a look after the batch
@@ -87,7 +86,6 @@ class Worker final : db::Loop {
     void note_ring_dry();
     void pause_recv(Connection& c);
     void feed(Connection& c, std::string_view data);
-    void feed_held(Connection& c);
     void on_send(Connection& c, int res);
     void mark(Connection& c) noexcept { work_.push_back_once(c); }
     void work(Connection& c);

@@ -12,6 +12,7 @@
 
 #include "http/byte_buffer.hpp"
 #include "runtime/clock.hpp"
+#include "runtime/connection_state.hpp"
 #include "runtime/options.hpp"
 #include "runtime/platform.hpp"
 
@@ -26,9 +27,11 @@ enum class IoResult {
 
 // Sends from `out` (consuming what the socket takes) until it is empty, the
 // socket is full, or the send fails. `progress` tells whether any byte left.
-inline IoResult send_from(int fd, http::ByteBuffer& out, bool* progress = nullptr) noexcept {
+// `flags`: MSG_DONTWAIT makes one call non-blocking on a blocking socket.
+inline IoResult send_from(int fd, http::ByteBuffer& out, bool* progress = nullptr,
+                          int flags = 0) noexcept {
     while (!out.empty()) {
-        const ssize_t n = ::send(fd, out.data(), out.size(), MSG_NOSIGNAL);
+        const ssize_t n = ::send(fd, out.data(), out.size(), MSG_NOSIGNAL | flags);
         if (n < 0) {
             if (errno == EINTR) continue;
             return errno == EAGAIN ? IoResult::would_block : IoResult::closed;
@@ -37,6 +40,21 @@ inline IoResult send_from(int fd, http::ByteBuffer& out, bool* progress = nullpt
         if (progress) *progress = true;
     }
     return IoResult::done;
+}
+
+// Sends all of `out` on a blocking socket whose SO_SNDTIMEO is
+// --send-timeout. Should the socket be full, c is blocked until all is
+// sent (its clock runs --send-timeout; no head or idle deadline): each wait
+// ends when the client takes a byte, or after the timeout with none taken
+// (would_block: close the connection).
+template <typename State>
+IoResult send_blocking(int fd, http::ByteBuffer& out, State& c, const ServerOptions& o) noexcept {
+    const IoResult r = send_from(fd, out, nullptr, MSG_DONTWAIT);
+    if (r != IoResult::would_block) return r;
+    c.clock.block(Clock::now());
+    const IoResult rest = send_from(fd, out);
+    c.clock.unblock(c.session, Clock::now(), o);
+    return rest;
 }
 
 // The lingering close's reading: reads and discards at most `reads` times.

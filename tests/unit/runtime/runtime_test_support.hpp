@@ -47,6 +47,7 @@ inline runtime::ServerOptions test_options() {
     o.idle_timeout = 100ms;
     o.header_timeout = 30ms;
     o.linger_timeout = 50ms;
+    o.send_timeout = 70ms;
     o.shutdown_timeout = 200ms;
     return o;
 }

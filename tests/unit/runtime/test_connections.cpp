@@ -95,7 +95,7 @@ TEST_CASE("connections open and closed count the live connections", "[connection
 TEST_CASE("connections open touches the new connection", "[connections]") {
     Harness h;
     TestConn& a = h.accept(at(7));
-    CHECK(a.last_active == at(7));
+    CHECK(a.clock.last_active() == at(7));
     CHECK(h.conns.next_deadline() == at(107));
 }
 
@@ -116,7 +116,7 @@ TEST_CASE("connections recycle serves the next connection with the same object, 
     TestConn& c = h.accept(at(10));
     CHECK(&c == &a);
     CHECK(c.open);
-    CHECK_FALSE(c.lingering);
+    CHECK_FALSE(c.lingering());
     CHECK(c.session.idle());
     CHECK_FALSE(c.session.in_head());
     CHECK(c.idle_hook.linked());
@@ -327,7 +327,7 @@ TEST_CASE("connections start_linger starts the lingering close on the socket", "
         Harness h;
         TestConn& a = h.accept(at(0));
         CHECK(h.conns.start_linger(a, sp.ours.get(), at(10)));
-        CHECK(a.lingering);
+        CHECK(a.lingering());
         CHECK(h.conns.next_deadline() == at(60));
         // The peer sees our FIN.
         CHECK(sm::runtime::test::receive(sp.peer.get(), byte) == Received::eof);
@@ -337,7 +337,7 @@ TEST_CASE("connections start_linger starts the lingering close on the socket", "
         TestConn& a = h.accept(at(0));
         a.peer_closed = true;
         CHECK_FALSE(h.conns.start_linger(a, sp.ours.get(), at(10)));
-        CHECK_FALSE(a.lingering);
+        CHECK_FALSE(a.lingering());
         CHECK(h.conns.next_deadline() == at(100));
         // Not shut down: no EOF.
         CHECK(sm::runtime::test::receive_now(sp.peer.get(), byte) == Received::nothing);
@@ -348,7 +348,7 @@ TEST_CASE("connections start_linger starts the lingering close on the socket", "
         Harness h(o);
         TestConn& a = h.accept(at(0));
         CHECK_FALSE(h.conns.start_linger(a, sp.ours.get(), at(10)));
-        CHECK_FALSE(a.lingering);
+        CHECK_FALSE(a.lingering());
         CHECK(h.conns.next_deadline() == at(100));
         // Not shut down: no EOF, and our byte still goes out.
         CHECK(sm::runtime::test::receive_now(sp.peer.get(), byte) == Received::nothing);
@@ -373,7 +373,7 @@ TEST_CASE("connections complete_job answers an open connection and skips a close
     const sm::http::WorldRow row{7, 8};
     // The response is progress: the idle deadline starts from it.
     CHECK(conns.complete_job(c, job, {{&row, 1}, {}, {}}, out, at(40)));
-    CHECK(c.last_active == at(40));
+    CHECK(c.clock.last_active() == at(40));
     CHECK(out.view().find(R"({"id":7,"randomNumber":8})") != std::string_view::npos);
     CHECK_FALSE(c.session.waiting());
 
@@ -384,5 +384,5 @@ TEST_CASE("connections complete_job answers an open connection and skips a close
     out.clear();
     CHECK_FALSE(conns.complete_job(c, job, {{&row, 1}, {}, {}}, out, at(80)));
     CHECK(out.empty());
-    CHECK(c.last_active == at(40));
+    CHECK(c.clock.last_active() == at(40));
 }

@@ -3,7 +3,7 @@
 // connection carries a real http::Session fed real bytes, so "inside a
 // request head" is the session's own answer.
 //
-// Timeouts (test_options): idle 100 ms, head 30 ms, linger 50 ms.
+// Timeouts (test_options): idle 100 ms, head 30 ms, linger 50 ms, send 70 ms.
 #include <catch2/catch.hpp>
 
 #include <deque>
@@ -82,7 +82,7 @@ TEST_CASE_METHOD(Fixture, "deadlines touch moves a connection to the back of the
 
     // a made progress: it is now the most recently active, b the least.
     d.touch(a, at(30));
-    CHECK(a.last_active == at(30));
+    CHECK(a.clock.last_active() == at(30));
     CHECK(d.next() == at(110));
     expire(at(109));
     CHECK(closed.empty());
@@ -145,7 +145,7 @@ TEST_CASE_METHOD(Fixture, "deadlines a head's deadline is set at its first byte"
 
     CHECK(read(c, kHeadStart, at(10)));
     REQUIRE(c.session.in_head());
-    CHECK(c.head_deadline == at(40));
+    CHECK(c.clock.head_deadline() == at(40));
     CHECK(d.next() == at(40));
 }
 
@@ -159,7 +159,7 @@ TEST_CASE_METHOD(Fixture, "deadlines later bytes of the same head do not move it
     CHECK_FALSE(read(c, "st", at(10)));
     CHECK_FALSE(read(c, ": x\r\n", at(20)));
     REQUIRE(c.session.in_head());
-    CHECK(c.head_deadline == at(30));
+    CHECK(c.clock.head_deadline() == at(30));
 
     expire(at(29));
     CHECK(late.empty());
@@ -188,13 +188,13 @@ TEST_CASE_METHOD(Fixture, "deadlines a completed head takes the connection off t
 TEST_CASE_METHOD(Fixture, "deadlines a pipelined new head gets a new deadline", "[deadlines]") {
     TestConn& c = make(1);
     CHECK(read(c, kHeadStart, at(0)));
-    CHECK(c.head_deadline == at(30));
+    CHECK(c.clock.head_deadline() == at(30));
 
     // One read completes the first request and begins the next: in_head()
     // stays true across it, yet the head is another one with its own time.
     CHECK(read(c, std::string(kHeadRest) + std::string(kHeadStart), at(20)));
     REQUIRE(c.session.in_head());
-    CHECK(c.head_deadline == at(50));
+    CHECK(c.clock.head_deadline() == at(50));
     expire(at(30));
     CHECK(late.empty());
     expire(at(50));
@@ -206,10 +206,10 @@ TEST_CASE_METHOD(Fixture, "deadlines a head that begins in a later read gets a n
     TestConn& c = make(1);
     CHECK_FALSE(read(c, kRequest, at(0)));
     CHECK(read(c, kHeadStart, at(40)));
-    CHECK(c.head_deadline == at(70));
+    CHECK(c.clock.head_deadline() == at(70));
     CHECK_FALSE(read(c, kHeadRest, at(50)));
     CHECK(read(c, kHeadStart, at(60)));
-    CHECK(c.head_deadline == at(90));
+    CHECK(c.clock.head_deadline() == at(90));
 }
 
 TEST_CASE_METHOD(Fixture, "deadlines linger() takes the connection off the idle and head lists",
@@ -217,8 +217,8 @@ TEST_CASE_METHOD(Fixture, "deadlines linger() takes the connection off the idle 
     TestConn& c = make(1);
     CHECK(read(c, kHeadStart, at(0)));  // head due at 30, idle at 100
     d.linger(c, at(10));
-    CHECK(c.lingering);
-    CHECK(c.linger_deadline == at(60));
+    CHECK(c.lingering());
+    CHECK(c.clock.linger_deadline() == at(60));
     CHECK_FALSE(c.idle_hook.linked());
     CHECK_FALSE(c.head_hook.linked());
     CHECK(d.next() == at(60));
@@ -262,7 +262,7 @@ TEST_CASE_METHOD(Fixture, "deadlines progressed touches instead of closing", "[d
     d.touch(b, at(10));
     d.expire(at(110), close(), head(), [](const TestConn& c) { return c.id == 1; });
     CHECK(closed == std::vector{2});
-    CHECK(a.last_active == at(110));
+    CHECK(a.clock.last_active() == at(110));
     CHECK(d.next() == at(210));
 
     // Without progress it is closed like any other.
@@ -285,7 +285,7 @@ TEST_CASE_METHOD(Fixture, "deadlines a connection waiting for the database is no
     REQUIRE(waiting.session.waiting());
     expire(at(100));
     CHECK(closed == std::vector{2});
-    CHECK(waiting.last_active == at(100));
+    CHECK(waiting.clock.last_active() == at(100));
 
     // Once its response went out, it is idle like any other.
     sm::http::Job job;
@@ -294,4 +294,73 @@ TEST_CASE_METHOD(Fixture, "deadlines a connection waiting for the database is no
     waiting.session.complete(job, sm::http::JobResult::failed("gone"), out);
     expire(at(200));
     CHECK(closed == std::vector{2, 1});
+}
+
+TEST_CASE_METHOD(Fixture,
+                 "deadlines block() trades the idle and head deadlines for --send-timeout",
+                 "[deadlines]") {
+    // A client mid-head whose responses back up: we stop reading it, so
+    // neither its head nor its silence may count against it; only whether
+    // it takes its output does.
+    TestConn& c = make(1);
+    TestConn& other = make(2);
+    d.touch(other, at(0));  // idle: due at 100
+    CHECK(read(c, std::string(kRequest) + std::string(kHeadStart), at(0)));  // head due at 30
+    d.block(c, at(10));
+    CHECK(c.blocked());
+    CHECK_FALSE(c.head_hook.linked());
+    CHECK(c.idle_hook.linked());  // on the sending list
+    CHECK(d.next() == at(80));
+    expire(at(79));
+    CHECK(late.empty());
+    CHECK(closed.empty());
+    // The client takes a byte: progress moves its deadline.
+    d.touch(c, at(50));
+    CHECK(d.next() == at(100));  // the other's idle deadline first now
+    expire(at(100));
+    CHECK(closed == std::vector{2});
+    CHECK(d.next() == at(120));
+    // A feed while blocked (a completion model's recv already in flight)
+    // starts no head deadline.
+    CHECK_FALSE(d.track_head(c, at(60)));
+    CHECK_FALSE(c.head_hook.linked());
+    expire(at(120));
+    CHECK(closed == std::vector{2, 1});
+    CHECK(late.empty());
+}
+
+TEST_CASE_METHOD(Fixture,
+                 "deadlines unblock() puts a connection back on the idle list with a fresh head "
+                 "deadline",
+                 "[deadlines]") {
+    TestConn& c = make(1);
+    CHECK(read(c, std::string(kRequest) + std::string(kHeadStart), at(0)));
+    d.block(c, at(10));
+    CHECK_FALSE(d.unblock(make(2), at(10)));  // not blocked: nothing
+    // Reading resumes long after the head's first deadline would have passed.
+    CHECK(d.unblock(c, at(200)));
+    CHECK_FALSE(c.blocked());
+    CHECK(c.head_hook.linked());
+    CHECK(d.next() == at(230));
+    expire(at(229));
+    CHECK(late.empty());
+    expire(at(230));
+    CHECK(late == std::vector{1});
+    CHECK(d.next() == at(300));  // idle from 200
+    expire(at(300));
+    CHECK(closed == std::vector{1});
+}
+
+TEST_CASE_METHOD(Fixture, "deadlines a blocked connection's hidden write progress keeps it",
+                 "[deadlines]") {
+    // libuv reports only whole writes: a slow reader that took part of one
+    // since the last look is not out of time.
+    TestConn& c = make(1);
+    d.touch(c, at(0));
+    d.block(c, at(0));
+    d.expire(at(70), close(), head(), [](const TestConn&) { return true; });
+    CHECK(closed.empty());
+    CHECK(c.clock.last_active() == at(70));
+    expire(at(140));
+    CHECK(closed == std::vector{1});
 }

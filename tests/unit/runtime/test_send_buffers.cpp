@@ -7,7 +7,9 @@
 #include <string_view>
 
 #include "http/byte_buffer.hpp"
+#include "runtime/deadlines.hpp"
 #include "runtime/send_buffers.hpp"
+#include "runtime_test_support.hpp"
 
 using sm::http::ByteBuffer;
 using sm::runtime::kKeepCapacity;
@@ -17,9 +19,10 @@ namespace {
 struct Conn {
     ByteBuffer out;
     ByteBuffer sending;
-    bool lingering = false;
+    bool lingered = false;
     bool want_close = false;
     bool peer_closed = false;
+    [[nodiscard]] bool lingering() const noexcept { return lingered; }
 };
 
 }  // namespace
@@ -117,10 +120,66 @@ TEST_CASE(
     CHECK_FALSE(wants_receive(eof, false, true));
 
     Conn lingering;
-    lingering.lingering = true;
+    lingering.lingered = true;
     lingering.want_close = true;
     CHECK(wants_receive(lingering, false, false));
     CHECK_FALSE(wants_receive(lingering, true, false));
     lingering.peer_closed = true;  // the client's EOF ends the linger's reading too
     CHECK_FALSE(wants_receive(lingering, false, false));
+}
+
+namespace {
+
+// A completion model's connection: the runtime's record and the two buffers.
+struct ModelConn : sm::test::TestConn {
+    using TestConn::TestConn;
+    ByteBuffer out;
+    ByteBuffer sending;
+};
+
+}  // namespace
+
+TEST_CASE("settle_output: deferred responses are rendered up to the mark; at the mark the "
+          "connection is blocked and receives nothing",
+          "[send_buffers]") {
+    using sm::runtime::kOutputMark;
+    using sm::runtime::settle_output;
+    using sm::test::at;
+    sm::test::SessionEnv env;
+    const sm::runtime::ServerOptions options = sm::test::test_options();
+    sm::runtime::Deadlines<ModelConn> deadlines(options);
+    ModelConn c(env.cache, env.limits);
+    deadlines.start(c, at(0));
+    // Four marks' worth of responses asked for in one read.
+    std::string flood;
+    while (flood.size() < kOutputMark)
+        flood += sm::test::kRequest;
+    c.session.feed(std::span<const char>(flood.data(), flood.size()), c.out,
+                   sm::runtime::output_limit(c));
+    REQUIRE(c.session.deferred());
+    REQUIRE(sm::runtime::output_of(c) >= kOutputMark);
+
+    // The output is full: blocked, no receive.
+    CHECK_FALSE(settle_output(c, deadlines, at(1)));
+    CHECK(c.blocked());
+    CHECK_FALSE(sm::runtime::wants_receive(c, false, false));
+    // A send takes part of it: the room is filled from what was deferred,
+    // up to the mark again, and it stays blocked.
+    sm::runtime::take_collected(c);
+    REQUIRE(sm::runtime::consume_sent(c, kOutputMark / 2));
+    CHECK_FALSE(settle_output(c, deadlines, at(2)));
+    CHECK(sm::runtime::output_of(c) >= kOutputMark);
+    CHECK(sm::runtime::output_of(c) < kOutputMark + 200);
+    CHECK(c.blocked());
+    // Everything sent, again and again: once nothing is deferred and the
+    // output is under the mark, it reads again.
+    std::size_t rounds = 0;
+    while (!settle_output(c, deadlines, at(3))) {
+        REQUIRE(++rounds < 100);
+        sm::runtime::take_collected(c);
+        REQUIRE(sm::runtime::consume_sent(c, c.sending.size()));
+    }
+    CHECK_FALSE(c.session.deferred());
+    CHECK_FALSE(c.blocked());
+    CHECK(sm::runtime::output_of(c) < kOutputMark);
 }
