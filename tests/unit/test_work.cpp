@@ -83,7 +83,7 @@ TEST_CASE("work fortunes page follows TechEmpower's rules, from memory", "[work]
     REQUIRE(out.size() == 1);
     check_fortunes_page(out[0], sm::http::builtin_fortunes());
     const std::string& body = out[0].body;
-    CHECK(body.find("<tr><td>11</td><td>\xe3\x83\x95\xe3\x83\xac\xe3\x83\xbc\xe3\x83\xa0") !=
+    CHECK(body.find("<tr><td>12</td><td>\xe3\x83\x95\xe3\x83\xac\xe3\x83\xbc\xe3\x83\xa0") !=
           std::string::npos);
     CHECK(body.find("&lt;script&gt;alert(&quot;This should not be displayed in a browser alert "
                     "box.&quot;);&lt;/script&gt;") != std::string::npos);
@@ -94,8 +94,8 @@ TEST_CASE("work fortunes page follows TechEmpower's rules, from memory", "[work]
     std::string why;
     const auto rows = sm::test::fortunes::parse_page(body, why);
     REQUIRE(rows);
-    CHECK(rows->front().id == "10");
-    CHECK(rows->back().id == "11");
+    CHECK(rows->front().id == "11");
+    CHECK(rows->back().id == "12");
 }
 
 TEST_CASE("work built-in fortunes are TechEmpower's twelve rows", "[work]") {

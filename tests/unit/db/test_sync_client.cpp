@@ -113,12 +113,12 @@ TEST_CASE("SyncClient fortunes: the table's 12 rows, UTF-8 intact", "[db][sync]"
         for (const auto& f : r.fortunes) got.emplace_back(f.id, std::string(f.message));
         std::sort(got.begin(), got.end());
         CHECK(got == fortunes);
-        const auto eleven = std::find_if(got.begin(), got.end(), [](const auto& f) { return f.first == 11; });
-        REQUIRE(eleven != got.end());
-        CHECK(eleven->second ==
+        const auto twelve = std::find_if(got.begin(), got.end(), [](const auto& f) { return f.first == 12; });
+        REQUIRE(twelve != got.end());
+        CHECK(twelve->second ==
               "\xe3\x83\x95\xe3\x83\xac\xe3\x83\xbc\xe3\x83\xa0\xe3\x83\xaf\xe3\x83\xbc\xe3\x82\xaf"
               "\xe3\x81\xae\xe3\x83\x99\xe3\x83\xb3\xe3\x83\x81\xe3\x83\x9e\xe3\x83\xbc\xe3\x82\xaf");
-        CHECK(eleven->second.size() == 42);
+        CHECK(twelve->second.size() == 42);
     }
 }
 
