@@ -47,7 +47,8 @@ std::vector<Job> take_jobs(sm::http::Session& s) {
 }
 
 // The page for `source` by TechEmpower's rules (support/fortunes_page.hpp,
-// written apart from common/http), read back row by row, then byte for byte.
+// written apart from common/http), read back row by row, then byte for byte;
+// for TechEmpower's own rows, byte for byte the page written out whole.
 void check_fortunes_page(const sm::test::ParsedResponse& r, std::span<const FortuneRow> source) {
     namespace te = sm::test::fortunes;
     REQUIRE(r.status == 200);
@@ -70,6 +71,7 @@ void check_fortunes_page(const sm::test::ParsedResponse& r, std::span<const Fort
         CHECK(*message == expected[i].message);
     }
     CHECK(r.body == te::expected_page(rows));
+    if (te::are_techempower_rows(rows)) CHECK(r.body == te::kTechEmpowerPage);
 }
 
 }  // namespace
@@ -83,6 +85,8 @@ TEST_CASE("work fortunes page follows TechEmpower's rules, from memory", "[work]
     REQUIRE(out.size() == 1);
     check_fortunes_page(out[0], sm::http::builtin_fortunes());
     const std::string& body = out[0].body;
+    // The page TechEmpower's verifier accepts, written out whole.
+    CHECK(body == sm::test::fortunes::kTechEmpowerPage);
     CHECK(body.find("<tr><td>12</td><td>\xe3\x83\x95\xe3\x83\xac\xe3\x83\xbc\xe3\x83\xa0") !=
           std::string::npos);
     CHECK(body.find("&lt;script&gt;alert(&quot;This should not be displayed in a browser alert "
@@ -96,6 +100,14 @@ TEST_CASE("work fortunes page follows TechEmpower's rules, from memory", "[work]
     REQUIRE(rows);
     CHECK(rows->front().id == "11");
     CHECK(rows->back().id == "12");
+}
+
+TEST_CASE("work the page written out whole is the one TechEmpower's rows make", "[work]") {
+    // The tests' two copies of TechEmpower's Fortunes, kept apart on purpose,
+    // agree: the rows with the rules, and the page written out by hand.
+    namespace te = sm::test::fortunes;
+    CHECK(te::expected_page(te::techempower_fortunes()) == te::kTechEmpowerPage);
+    CHECK(te::are_techempower_rows(te::techempower_fortunes()));
 }
 
 TEST_CASE("work built-in fortunes are TechEmpower's twelve rows", "[work]") {
