@@ -168,6 +168,29 @@ void check_fortunes_page(const Response& r, const std::vector<Fortune>& source) 
     if (are_techempower_rows(source)) CHECK(r.body == kTechEmpowerPage);
 }
 
+// TechEmpower's own check of a page: tests/support/techempower_fortune.py
+// (written from its verifier's documented behaviour) on the body. A case that
+// uses it first calls skip_without_techempower_verifier().
+void skip_without_techempower_verifier() {
+    if (!std::string_view(SM_PYTHON3).empty()) return;
+    std::printf("skipped: no Python 3 at build time to run %s\n", SM_TECHEMPOWER_FORTUNE);
+    std::fflush(stdout);
+    std::_Exit(77);
+}
+
+void check_techempower_verifier_accepts(const std::string& body) {
+    char path[] = "/tmp/sm-fortunes-page-XXXXXX";
+    const int fd = ::mkstemp(path);
+    REQUIRE(fd >= 0);
+    const bool written = ::write(fd, body.data(), body.size()) == static_cast<ssize_t>(body.size());
+    ::close(fd);
+    REQUIRE(written);
+    const RunResult r = run_to_exit(SM_PYTHON3, {SM_TECHEMPOWER_FORTUNE, path}, 30s);
+    ::unlink(path);
+    INFO(SM_TECHEMPOWER_FORTUNE << ": " << r.status.describe() << "\n" << r.out << r.err);
+    CHECK(r.status.clean());
+}
+
 void check_fortunes_head(const Response& head, const Response& get) {
     INFO("HEAD: " << head.describe());
     CHECK(head.status == 200);
@@ -471,6 +494,25 @@ TEST_CASE("workloads fortunes from memory meet the TechEmpower rules",
     fds.require_back();
 }
 
+TEST_CASE("workloads fortunes from memory pass TechEmpower's verifier",
+          "[conformance][workloads]") {
+    skip_without_techempower_verifier();
+    const auto extra = GENERATE(std::vector<std::string>{},
+                                std::vector<std::string>{"--mode", "cached"});
+    INFO("server options: " << joined(extra));
+    auto server = start_server(extra);
+    const FdBaseline fds(*server);
+    {
+        Connection c = connect(*server);
+        const Response r = c.request(techempower_request("/fortunes"));
+        INFO(r.describe());
+        REQUIRE(r.status == 200);
+        check_techempower_verifier_accepts(r.body);
+        CHECK(r.body == kTechEmpowerPage);
+    }
+    fds.require_back();
+}
+
 TEST_CASE("workloads fortunes HEAD answers the page's headers without a body",
           "[conformance][workloads]") {
     auto server = start_server();
@@ -636,6 +678,24 @@ TEST_CASE("workloads db fortunes from the database meet the TechEmpower rules",
         const Response head = c.request(make_request("HEAD", "/fortunes"), Expect::no_body);
         check_fortunes_head(head, get);
         check_fortunes_page(c.request(make_request("GET", "/fortunes")), table);
+    }
+    fds.require_back();
+}
+
+TEST_CASE("workloads db fortunes from the database pass TechEmpower's verifier",
+          "[conformance][workloads][db]") {
+    skip_without_database_client();
+    skip_without_techempower_verifier();
+    const std::string url = pg::fixture_url_or_skip();
+    auto server = start_server(with_db(url, {"--fortunes", "db"}));
+    const DbFdBaseline fds(*server, pg::url_port(url), 1);
+    {
+        Connection c = connect(*server);
+        const Response r = c.request(techempower_request("/fortunes"));
+        INFO(r.describe());
+        REQUIRE(r.status == 200);
+        check_techempower_verifier_accepts(r.body);
+        CHECK(r.body == kTechEmpowerPage);
     }
     fds.require_back();
 }
