@@ -24,6 +24,17 @@ std::span<const FortuneRow> builtin_fortunes() noexcept {
     return kRows;
 }
 
+std::string_view job_error_text(JobError e) noexcept {
+    switch (e) {
+        case JobError::none: return {};
+        case JobError::unavailable: return "database unavailable";
+        case JobError::lost: return "database connection lost";
+        case JobError::failed: return "database error";
+        case JobError::timeout: return "database timeout";
+    }
+    return "database error";
+}
+
 std::uint16_t parse_queries(std::string_view query) noexcept {
     // The first "queries=" parameter; its value is read as TechEmpower's
     // implementations do: digits only, anything else (empty, "foo", "-3")

@@ -20,6 +20,7 @@ using Result = sm::http::Session::Result;
 using sm::http::FortuneRow;
 using sm::http::FortuneSource;
 using sm::http::Job;
+using sm::http::JobError;
 using sm::http::JobResult;
 using sm::http::Work;
 using sm::http::WorldRow;
@@ -330,12 +331,12 @@ TEST_CASE("session answers a failed job with 503 and keeps the connection", "[wo
     auto h = with_database();
     h.feed(get("/db") + get("/plaintext"));
     const auto jobs = take_jobs(h.session);
-    h.session.complete(jobs[0], JobResult::failed("database connection lost: server closed"), h.out);
+    h.session.complete(jobs[0], JobResult::failed(JobError::lost), h.out);
     const auto out = h.parsed();
     REQUIRE(out.ok());
     REQUIRE(out.size() == 2);
     CHECK(out[0].status == 503);
-    CHECK(out[0].body == "Service Unavailable: database connection lost: server closed\n");
+    CHECK(out[0].body == "Service Unavailable: database connection lost\n");
     CHECK(out[0].keep_alive);
     CHECK(out[1].status == 200);
     CHECK_FALSE(h.session.closed());
@@ -345,6 +346,41 @@ TEST_CASE("session answers a failed job with 503 and keeps the connection", "[wo
     const auto next = take_jobs(h.session);
     h.session.complete(next[0], {}, h.out);
     CHECK(h.parsed()[0].status == 503);
+    CHECK(h.parsed()[0].body == "Service Unavailable: database error\n");
+}
+
+TEST_CASE("session names a failed job's class in its 503, nothing more", "[work]") {
+    // The bodies a client may read, written out here apart from http/work.cpp:
+    // a fixed text per class; the database's address and libpq's message
+    // are for the server's log (the database clients write it there).
+    const std::pair<JobError, std::string_view> classes[] = {
+        {JobError::unavailable, "Service Unavailable: database unavailable\n"},
+        {JobError::lost, "Service Unavailable: database connection lost\n"},
+        {JobError::failed, "Service Unavailable: database error\n"},
+        {JobError::timeout, "Service Unavailable: database timeout\n"},
+    };
+    for (const auto& [error, body] : classes) {
+        INFO(body);
+        for (const Work work : {Work::world, Work::worlds, Work::fortunes}) {
+            auto h = with_database();
+            h.feed(get(work == Work::world    ? "/db"
+                       : work == Work::worlds ? "/queries?queries=3"
+                                              : "/fortunes") +
+                   get("/plaintext"));
+            const auto jobs = take_jobs(h.session);
+            REQUIRE(jobs.size() == 1);
+            CHECK(jobs[0].work == work);
+            h.session.complete(jobs[0], JobResult::failed(error), h.out);
+            const auto out = h.parsed();
+            REQUIRE(out.ok());
+            REQUIRE(out.size() == 2);
+            CHECK(out[0].status == 503);
+            CHECK(out[0].header("Content-Type") == "text/plain");
+            CHECK(out[0].body == body);
+            CHECK(out[0].keep_alive);
+            CHECK(out[1].status == 200);
+        }
+    }
 }
 
 TEST_CASE("session closes after a job whose request said Connection: close", "[work]") {
