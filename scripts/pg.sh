@@ -347,12 +347,12 @@ INSERT INTO fortune (id, message) VALUES
   (4, 'A bad random number generator: 1, 1, 1, 1, 1, 4.33e+67, 1, 1, 1'),
   (5, 'A computer program does what you tell it to do, not what you want it to do.'),
   (6, 'Emacs is a nice operating system, but I prefer UNIX. — Tom Christaensen'),
-  (7, 'Any program that runs fine on the first attempt is likely to contain bugs.'),
-  (8, 'Feature: A bug with seniority.'),
-  (9, 'Computers make very fast, very accurate mistakes.'),
-  (10, '<script>alert("This should not be displayed in a browser alert box.");</script>'),
-  (11, 'フレームワークのベンチマーク'),
-  (12, 'A list is only as strong as its weakest link. — Donald Knuth');
+  (7, 'Any program that runs right is obsolete.'),
+  (8, 'A list is only as strong as its weakest link. — Donald Knuth'),
+  (9, 'Feature: A bug with seniority.'),
+  (10, 'Computers make very fast, very accurate mistakes.'),
+  (11, '<script>alert("This should not be displayed in a browser alert box.");</script>'),
+  (12, 'フレームワークのベンチマーク');
 COMMIT;
 ANALYZE world;
 ANALYZE fortune;

@@ -97,10 +97,10 @@ struct AsyncClient::Connection {
     std::vector<http::WorldRow> worlds;
     std::vector<http::FortuneRow> fortunes;
     ResultHandle fortune_result;  // what the fortune rows point into
-    std::string job_error;        // the head job's failure
+    http::JobError job_error = http::JobError::none;  // the head job's failure
+    std::string shape_error;      // a result of the wrong shape, for the log
     std::string batch_error;      // the first failure since the last Sync
     std::string why;              // why it is down
-    std::string lost;             // "database connection lost: <why>"
 };
 
 AsyncClient::AsyncClient(std::string conninfo, unsigned connections, Loop& loop,
@@ -115,14 +115,12 @@ AsyncClient::AsyncClient(std::string conninfo, unsigned connections, Loop& loop,
         c->index = i;
         c->worlds.reserve(http::kMaxQueries);
         c->fortunes.reserve(32);
-        c->job_error.reserve(256);
+        c->shape_error.reserve(256);
         c->batch_error.reserve(256);
         connections_.push_back(std::move(c));
     }
     submitted_.reserve(256);
     batch_.reserve(256);
-    error_.reserve(256);
-    why_.assign("not connected yet");
     const auto now = Clock::now();
     for (auto& c : connections_) start_connecting(*c, now);
 }
@@ -182,9 +180,9 @@ void AsyncClient::dispatch(const Submitted& s) noexcept {
         waiting_.push_back(s);
         return;
     }
+    // Why no connection is up is in the log (the failed attempts' lines).
     --in_flight_;
-    pg::set_one_line(error_, "database unavailable: ", why_);
-    loop_.deliver(s.owner, s.job, http::JobResult::failed(error_));
+    loop_.deliver(s.owner, s.job, http::JobResult::failed(http::JobError::unavailable));
 }
 
 void AsyncClient::send_job(Connection& c, const Submitted& s) noexcept {
@@ -288,27 +286,25 @@ void AsyncClient::drain(Connection& c) noexcept {
         c.got_result = true;
         const ExecStatusType status = PQresultStatus(result.get());
         if (status == PGRES_TUPLES_OK && head.kind == Kind::job) {
-            if (!c.job_error.empty()) continue;
-            if (head.job.work == http::Work::fortunes) {
-                if (pg::parse_fortunes(result.get(), c.fortunes, c.job_error)) {
-                    c.fortune_result = std::move(result);
-                } else {
-                    log_line(c.job_error);
-                }
+            if (c.job_error != http::JobError::none) continue;
+            http::WorldRow row{};
+            const bool parsed = head.job.work == http::Work::fortunes
+                                    ? pg::parse_fortunes(result.get(), c.fortunes, c.shape_error)
+                                    : pg::parse_world(result.get(), row, c.shape_error);
+            if (!parsed) {
+                c.job_error = http::JobError::failed;
+                log_line(c.shape_error);
+            } else if (head.job.work == http::Work::fortunes) {
+                c.fortune_result = std::move(result);
             } else {
-                http::WorldRow row{};
-                if (pg::parse_world(result.get(), row, c.job_error)) {
-                    c.worlds.push_back(row);
-                } else {
-                    log_line(c.job_error);
-                }
+                c.worlds.push_back(row);
             }
         } else if (status == PGRES_COMMAND_OK && head.kind == Kind::prepare) {
             // prepared
         } else if (status == PGRES_PIPELINE_ABORTED) {
-            if (head.kind == Kind::job && c.job_error.empty()) {
-                pg::set_one_line(c.job_error, "database error: not run, an earlier query of its batch failed: ",
-                                 c.batch_error);
+            // Not run: an earlier query of its batch failed (that one was logged).
+            if (head.kind == Kind::job && c.job_error == http::JobError::none) {
+                c.job_error = http::JobError::failed;
             }
         } else {
             const char* message = PQresultErrorMessage(result.get());
@@ -318,8 +314,8 @@ void AsyncClient::drain(Connection& c) noexcept {
                 return;
             }
             if (c.batch_error.empty()) pg::set_one_line(c.batch_error, "", message);
-            if (head.kind == Kind::job && c.job_error.empty()) {
-                pg::set_one_line(c.job_error, "database error: ", message);
+            if (head.kind == Kind::job && c.job_error == http::JobError::none) {
+                c.job_error = pg::failure_of(result.get());
                 std::string line;
                 pg::set_one_line(line, "query failed: ", message);
                 log_line(line);
@@ -333,7 +329,7 @@ void AsyncClient::complete_head(Connection& c) noexcept {
     c.items.pop_front();
     --in_flight_;
     http::JobResult result;
-    if (!c.job_error.empty()) {
+    if (c.job_error != http::JobError::none) {
         result = http::JobResult::failed(c.job_error);
     } else if (item.job.work == http::Work::fortunes) {
         result.fortunes = c.fortunes;
@@ -344,7 +340,7 @@ void AsyncClient::complete_head(Connection& c) noexcept {
     c.worlds.clear();
     c.fortunes.clear();
     c.fortune_result.reset();
-    c.job_error.clear();
+    c.job_error = http::JobError::none;
 }
 
 // ---- the connection's life ------------------------------------------------
@@ -458,7 +454,6 @@ void AsyncClient::fail(Connection& c, std::string_view why) noexcept {
         c.backoff = std::min(c.backoff * 2, kMaxBackoff);
     }
     log_line(line);
-    why_ = c.why;
     // Everything in flight on it fails now; nothing is retried.
     c.failing.swap(c.items);
     c.items.clear();
@@ -468,14 +463,13 @@ void AsyncClient::fail(Connection& c, std::string_view why) noexcept {
     c.worlds.clear();
     c.fortunes.clear();
     c.fortune_result.reset();
-    c.job_error.clear();
+    c.job_error = http::JobError::none;
     c.batch_error.clear();
-    pg::set_one_line(c.lost, "database connection lost: ", c.why);
     for (std::size_t i = 0; i < c.failing.size(); ++i) {
         const Item item = c.failing[i];
         if (item.kind != Kind::job) continue;
         --in_flight_;
-        loop_.deliver(item.owner, item.job, http::JobResult::failed(c.lost));
+        loop_.deliver(item.owner, item.job, http::JobResult::failed(http::JobError::lost));
     }
     c.failing.clear();
 }

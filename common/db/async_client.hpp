@@ -23,23 +23,27 @@
 // may call submit() (a session's next pipelined job), nothing else of the
 // client's; it must not destroy the client there.
 //
-// Failures (the job is delivered with JobResult::error set; nothing throws):
-//   "database unavailable: <why>"
+// Failures (the job is delivered with JobResult::error set to the class;
+// nothing throws; libpq's message, which names the database's address, goes
+// to the log only):
+//   unavailable
 //       no connection is up: the job fails at once, in the next flush()
 //       (there is no queue to wait in). Only while every connection is still
 //       in its first attempt after construction do jobs wait for it (at most
 //       the 5 s connect timeout), so that a server's first requests do not
 //       fail for a connection about to be made.
-//   "database connection lost: <libpq's message>"
+//   lost
 //       the connection broke (the server stopped, a FATAL error, a write or
 //       read error, a protocol surprise): every job in flight on it, at once.
 //       It is made again in the background: at once, then after 100 ms,
 //       doubling to 1 s between attempts while they fail.
-//   "database error: <libpq's message>"
-//       a query failed (the connection stays): that job; and the other jobs
-//       of the same Sync after it, which PostgreSQL aborts unrun, fail too
-//       ("database error: not run, an earlier query of its batch failed:
-//       <that query's message>"); they are not retried.
+//   failed
+//       a query failed (the connection stays), or its result had not the
+//       statement's shape: that job; and the other jobs of the same Sync
+//       after it, which PostgreSQL aborts unrun, fail too; they are not
+//       retried.
+//   timeout
+//       PostgreSQL cancelled the statement (the statement timeout below).
 // Failures are logged through one rate-limited log per client ("db: ...",
 // at most a line a second). A query that waits (a lock, a slow plan) just
 // stays in flight: the loop goes on; the constructor's statement_timeout
@@ -102,9 +106,8 @@ class AsyncClient {
     // PQconnectStart), so it calls loop.watch from here; `loop` must outlive
     // the client.
     // `statement_timeout` (the server's --idle-timeout): PostgreSQL cancels
-    // a statement that runs longer, and its job fails ("database error:
-    // canceling statement due to statement timeout"), unless the conninfo
-    // sets "options". Zero: no limit.
+    // a statement that runs longer, and its job fails (timeout), unless the
+    // conninfo sets "options". Zero: no limit.
     AsyncClient(std::string conninfo, unsigned connections, Loop& loop,
                 std::chrono::milliseconds statement_timeout = std::chrono::milliseconds{0});
     // Closes every connection (unwatching its fd first). Nothing is
@@ -181,8 +184,6 @@ class AsyncClient {
     std::vector<Submitted> batch_;      // what flush() is dispatching
     std::vector<Submitted> waiting_;    // for a first connection to come up
     std::size_t in_flight_ = 0;
-    std::string why_;                   // the latest reason no connection was up
-    std::string error_;                 // the text of a failure being delivered
     RandomIds ids_;
     runtime::RateLimitedLog log_;
 };

@@ -120,13 +120,13 @@ PGresult* exec_fortunes(PGconn* connection) noexcept {
 
 bool parse_world(const PGresult* result, http::WorldRow& row, std::string& error) noexcept {
     if (PQntuples(result) != 1) {
-        set_one_line(error, "database error: ",
+        set_one_line(error, "unexpected result: ",
                      PQntuples(result) == 0 ? "no World row with the id asked for"
                                             : "more than one World row for one id");
         return false;
     }
     if (PQnfields(result) != 2 || !get_int(result, 0, 0, row.id) || !get_int(result, 0, 1, row.random_number)) {
-        set_one_line(error, "database error: ", "a World row that is not two integers");
+        set_one_line(error, "unexpected result: ", "a World row that is not two integers");
         return false;
     }
     return true;
@@ -135,13 +135,13 @@ bool parse_world(const PGresult* result, http::WorldRow& row, std::string& error
 bool parse_fortunes(const PGresult* result, std::vector<http::FortuneRow>& rows, std::string& error) noexcept {
     const int n = PQntuples(result);
     if (PQnfields(result) != 2) {
-        set_one_line(error, "database error: ", "a Fortune row that is not (id, message)");
+        set_one_line(error, "unexpected result: ", "a Fortune row that is not (id, message)");
         return false;
     }
     for (int i = 0; i < n; ++i) {
         http::FortuneRow row{0, {}};
         if (!get_int(result, i, 0, row.id) || PQgetisnull(result, i, 1)) {
-            set_one_line(error, "database error: ", "a Fortune row that is not (id, message)");
+            set_one_line(error, "unexpected result: ", "a Fortune row that is not (id, message)");
             return false;
         }
         row.message = std::string_view(PQgetvalue(result, i, 1), static_cast<std::size_t>(PQgetlength(result, i, 1)));
@@ -153,6 +153,12 @@ bool parse_fortunes(const PGresult* result, std::vector<http::FortuneRow>& rows,
 bool ends_session(const PGresult* result) noexcept {
     const char* severity = PQresultErrorField(result, PG_DIAG_SEVERITY_NONLOCALIZED);
     return severity != nullptr && (std::strcmp(severity, "FATAL") == 0 || std::strcmp(severity, "PANIC") == 0);
+}
+
+http::JobError failure_of(const PGresult* result) noexcept {
+    const char* state = result != nullptr ? PQresultErrorField(result, PG_DIAG_SQLSTATE) : nullptr;
+    return state != nullptr && std::strcmp(state, "57014") == 0 ? http::JobError::timeout
+                                                                 : http::JobError::failed;
 }
 
 void set_one_line(std::string& out, std::string_view prefix, std::string_view message) noexcept {

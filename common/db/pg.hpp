@@ -51,8 +51,8 @@ bool send_fortunes(PGconn* connection) noexcept;
 PGresult* exec_world(PGconn* connection, std::int32_t id) noexcept;
 PGresult* exec_fortunes(PGconn* connection) noexcept;
 
-// A result's rows. False (with `error` set to "database error: ...") when the
-// result has not the shape of the statement's.
+// A result's rows. False (with `error` set to "unexpected result: ...", for
+// the log) when the result has not the shape of the statement's.
 bool parse_world(const PGresult* result, http::WorldRow& row, std::string& error) noexcept;
 bool parse_fortunes(const PGresult* result, std::vector<http::FortuneRow>& rows,
                     std::string& error) noexcept;
@@ -60,6 +60,12 @@ bool parse_fortunes(const PGresult* result, std::vector<http::FortuneRow>& rows,
 // An error the server ends the session with (severity FATAL or PANIC): the
 // connection is going away whatever the query was.
 bool ends_session(const PGresult* result) noexcept;
+
+// The class of a failed query's result (null: libpq had none): timeout when
+// PostgreSQL cancelled the statement (SQLSTATE 57014: the statement timeout,
+// or a cancel request such as a blocking model's at --shutdown-timeout),
+// else failed.
+http::JobError failure_of(const PGresult* result) noexcept;
 
 // `out` = prefix + message on one line: runs of white space (libpq's "\n\t"
 // continuation lines, "ERROR:  ") become one space, none at the ends; an

@@ -100,11 +100,8 @@ http::JobResult SyncClient::run(const http::Job& job) noexcept {
     // one, most often) is made again and the job run once more: the queries
     // only read. At most one attempt a second still holds.
     for (int attempt = 0; attempt < 2; ++attempt) {
-        if (!connection_ && !ensure_connected(Clock::now())) {
-            if (attempt > 0) return http::JobResult::failed(error_);  // the lost connection's error
-            pg::set_one_line(error_, "database unavailable: ", why_);
-            return http::JobResult::failed(error_);
-        }
+        if (!connection_ && !ensure_connected(Clock::now()))
+            return failed(attempt > 0 ? http::JobError::lost : http::JobError::unavailable);
         http::JobResult result;
         switch (job.work) {
             case http::Work::world:
@@ -119,36 +116,32 @@ http::JobResult SyncClient::run(const http::Job& job) noexcept {
                 result = fortunes();
                 break;
             default:
-                pg::set_one_line(error_, "database error: ", "unknown job");
-                return http::JobResult::failed(error_);
+                pg::log_line(log_, "unknown job");
+                return failed(http::JobError::failed);
         }
-        if (result.error.empty() || connection_) return result;
-        worlds_.clear();
-        fortunes_.clear();
+        if (result.error == http::JobError::none || connection_) return result;
     }
-    return http::JobResult::failed(error_);
+    return failed(http::JobError::lost);  // lost twice, or not made again at once
 }
 
-http::JobResult SyncClient::failed(std::string_view prefix, const char* message) noexcept {
-    pg::set_one_line(error_, prefix, message);
+http::JobResult SyncClient::failed(http::JobError why) noexcept {
     worlds_.clear();
     fortunes_.clear();
-    return http::JobResult::failed(error_);
+    return http::JobResult::failed(why);
 }
 
 http::JobResult SyncClient::failed_query(const pg_result* result) noexcept {
     PGconn* connection = connection_.get();
     const char* message = result != nullptr ? PQresultErrorMessage(result) : "";
     if (message == nullptr || *message == '\0') message = PQerrorMessage(connection);
-    const http::JobResult out = failed("database error: ", message);
     if (PQstatus(connection) == CONNECTION_BAD || (result != nullptr && pg::ends_session(result))) {
         drop(message);
-    } else {
-        std::string line;
-        pg::set_one_line(line, "query failed: ", message);
-        pg::log_line(log_, line);
+        return failed(http::JobError::lost);
     }
-    return out;
+    std::string line;
+    pg::set_one_line(line, "query failed: ", message);
+    pg::log_line(log_, line);
+    return failed(pg::failure_of(result));
 }
 
 http::JobResult SyncClient::world() noexcept {
@@ -157,7 +150,7 @@ http::JobResult SyncClient::world() noexcept {
     http::WorldRow row{};
     if (!pg::parse_world(result.get(), row, error_)) {
         pg::log_line(log_, error_);
-        return http::JobResult::failed(error_);
+        return failed(http::JobError::failed);
     }
     worlds_.push_back(row);
     return {worlds_, {}, {}};
@@ -177,11 +170,10 @@ http::JobResult SyncClient::worlds(unsigned count) noexcept {
     if (sent) sent = PQpipelineSync(connection) == 1;
     if (!sent) {
         // Whatever went out, the pipeline's state is not worth recovering.
-        const http::JobResult out = failed("database error: ", PQerrorMessage(connection));
         drop(PQerrorMessage(connection));
-        return out;
+        return failed(http::JobError::lost);
     }
-    bool failed_already = false;
+    http::JobError failure = http::JobError::none;  // the class of the first failure
     bool lost = false;
     bool synced = false;
     // Each query yields its result and a null; the Sync its own result. The
@@ -191,12 +183,12 @@ http::JobResult SyncClient::worlds(unsigned count) noexcept {
         if (result) {
             switch (PQresultStatus(result.get())) {
                 case PGRES_TUPLES_OK:
-                    if (!failed_already) {
+                    if (failure == http::JobError::none) {
                         http::WorldRow row{};
                         if (pg::parse_world(result.get(), row, error_)) {
                             worlds_.push_back(row);
                         } else {
-                            failed_already = true;
+                            failure = http::JobError::failed;
                             pg::log_line(log_, error_);
                         }
                     }
@@ -208,9 +200,8 @@ http::JobResult SyncClient::worlds(unsigned count) noexcept {
                     break;
                 default:
                     if (pg::ends_session(result.get())) lost = true;
-                    if (!failed_already) {
-                        failed_already = true;
-                        pg::set_one_line(error_, "database error: ", PQresultErrorMessage(result.get()));
+                    if (failure == http::JobError::none) {
+                        failure = pg::failure_of(result.get());
                         if (!lost) {  // else logged as the connection lost, below
                             std::string line;
                             pg::set_one_line(line, "query failed: ", PQresultErrorMessage(result.get()));
@@ -223,17 +214,11 @@ http::JobResult SyncClient::worlds(unsigned count) noexcept {
         if (PQstatus(connection) == CONNECTION_BAD) lost = true;
     }
     if (lost || !synced || PQexitPipelineMode(connection) != 1) {
-        if (!failed_already) {
-            failed_already = true;
-            pg::set_one_line(error_, "database error: ",
-                             lost ? PQerrorMessage(connection) : "the pipeline's results did not add up");
-        }
+        // Dropped: run() makes the connection again and runs the job once more.
+        failure = lost ? http::JobError::lost : http::JobError::failed;
         drop(lost ? PQerrorMessage(connection) : "the pipeline's results did not add up");
     }
-    if (failed_already) {
-        worlds_.clear();
-        return http::JobResult::failed(error_);
-    }
+    if (failure != http::JobError::none) return failed(failure);
     return {worlds_, {}, {}};
 }
 
@@ -241,9 +226,8 @@ http::JobResult SyncClient::fortunes() noexcept {
     ResultHandle result(pg::exec_fortunes(connection_.get()));
     if (!result || PQresultStatus(result.get()) != PGRES_TUPLES_OK) return failed_query(result.get());
     if (!pg::parse_fortunes(result.get(), fortunes_, error_)) {
-        fortunes_.clear();
         pg::log_line(log_, error_);
-        return http::JobResult::failed(error_);
+        return failed(http::JobError::failed);
     }
     fortune_result_ = std::move(result);
     return {{}, fortunes_, {}};

@@ -62,13 +62,15 @@ class SyncClient {
     void cancel() noexcept;
 
     // Runs the job on this thread (blocks for its round trip). The result's
-    // views (rows, error text) stay valid until the next run() or the
-    // client's end. Failures:
-    //   "database unavailable: <why>"  no connection, and none could be made now
-    //   "database error: <libpq's message, on one line>"
-    //                                  a query failed (the connection stays),
-    //                                  or the connection was lost during the
-    //                                  job and could not be made again at once
+    // views (rows) stay valid until the next run() or the client's end.
+    // Failures, by class (libpq's message goes to the log, not the result):
+    //   unavailable  no connection, and none could be made now
+    //   lost         the connection was lost during the job and could not be
+    //                made again at once
+    //   failed       a query failed (the connection stays), or its result had
+    //                not the statement's shape
+    //   timeout      PostgreSQL cancelled the statement (statement_timeout,
+    //                or cancel())
     // A connection found lost during a job (the server restarted since the
     // last one, typically) is made again right away, within the once-a-second
     // rule, and the job run once more on it: the queries only read.
@@ -83,7 +85,7 @@ class SyncClient {
     http::JobResult worlds(unsigned count) noexcept;
     http::JobResult fortunes() noexcept;
     http::JobResult failed_query(const pg_result* result) noexcept;
-    http::JobResult failed(std::string_view prefix, const char* message) noexcept;
+    http::JobResult failed(http::JobError why) noexcept;
 
     std::string conninfo_;
     std::string options_;  // libpq "options": the statement timeout
@@ -95,7 +97,7 @@ class SyncClient {
     bool attempted_ = false;           // an attempt was made (last_attempt_ is valid)
     Clock::time_point last_attempt_{};
     std::string why_;                  // why there is no connection
-    std::string error_;                // the failed result's text
+    std::string error_;                // a result of the wrong shape, for the log
     ResultHandle fortune_result_;      // what the fortune rows' messages point into
     std::vector<http::WorldRow> worlds_;
     std::vector<http::FortuneRow> fortunes_;

@@ -209,11 +209,13 @@ void ResponseCache::write_endpoint(Endpoint e, bool head, Persistence p, ByteBuf
 
 void ResponseCache::write_job(const Job& job, const JobResult& result, bool head, Persistence p,
                               ByteBuffer& out) const {
-    if (!result.error.empty()) return write_error(Status::service_unavailable, result.error, head, p, out);
+    // The class of a failure only: its detail went to the server's log.
+    if (result.error != JobError::none)
+        return write_error(Status::service_unavailable, job_error_text(result.error), head, p, out);
     switch (job.work) {
         case Work::world:
-            if (result.worlds.size() != 1)
-                return write_error(Status::service_unavailable, "database returned no World row",
+            if (result.worlds.size() != 1)  // no failure, yet no row: a database client's fault
+                return write_error(Status::service_unavailable, job_error_text(JobError::failed),
                                    head, p, out);
             return write_worlds(result.worlds, false, head, p, out);
         case Work::worlds: return write_worlds(result.worlds, true, head, p, out);

@@ -75,7 +75,7 @@ class ResponseCache {
     void write_endpoint(Endpoint e, bool head, Persistence p, ByteBuffer& out) const;
 
     // Appends the response to a job (http/work.hpp): the rows it produced,
-    // or 503 saying why it failed.
+    // or 503 naming the class of its failure (job_error_text).
     void write_job(const Job& job, const JobResult& result, bool head, Persistence p,
                    ByteBuffer& out) const;
 

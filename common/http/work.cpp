@@ -13,15 +13,26 @@ std::span<const FortuneRow> builtin_fortunes() noexcept {
         {4, "A bad random number generator: 1, 1, 1, 1, 1, 4.33e+67, 1, 1, 1"},
         {5, "A computer program does what you tell it to do, not what you want it to do."},
         {6, "Emacs is a nice operating system, but I prefer UNIX. \xe2\x80\x94 Tom Christaensen"},
-        {7, "Any program that runs fine on the first attempt is likely to contain bugs."},
-        {8, "Feature: A bug with seniority."},
-        {9, "Computers make very fast, very accurate mistakes."},
-        {10, "<script>alert(\"This should not be displayed in a browser alert box.\");</script>"},
-        {11, "\xe3\x83\x95\xe3\x83\xac\xe3\x83\xbc\xe3\x83\xa0\xe3\x83\xaf\xe3\x83\xbc\xe3\x82\xaf"
+        {7, "Any program that runs right is obsolete."},
+        {8, "A list is only as strong as its weakest link. \xe2\x80\x94 Donald Knuth"},
+        {9, "Feature: A bug with seniority."},
+        {10, "Computers make very fast, very accurate mistakes."},
+        {11, "<script>alert(\"This should not be displayed in a browser alert box.\");</script>"},
+        {12, "\xe3\x83\x95\xe3\x83\xac\xe3\x83\xbc\xe3\x83\xa0\xe3\x83\xaf\xe3\x83\xbc\xe3\x82\xaf"
              "\xe3\x81\xae\xe3\x83\x99\xe3\x83\xb3\xe3\x83\x81\xe3\x83\x9e\xe3\x83\xbc\xe3\x82\xaf"},
-        {12, "A list is only as strong as its weakest link. \xe2\x80\x94 Donald Knuth"},
     }};
     return kRows;
+}
+
+std::string_view job_error_text(JobError e) noexcept {
+    switch (e) {
+        case JobError::none: return {};
+        case JobError::unavailable: return "database unavailable";
+        case JobError::lost: return "database connection lost";
+        case JobError::failed: return "database error";
+        case JobError::timeout: return "database timeout";
+    }
+    return "database error";
 }
 
 std::uint16_t parse_queries(std::string_view query) noexcept {

@@ -47,14 +47,31 @@ struct FortuneRow {
     std::string_view message;  // UTF-8, not escaped
 };
 
-// What a job produced: its rows, or why there are none (a 503 whose body
-// says so). The views need only live until Session::complete returns.
+// Why a job failed, as a class: all a client is told (the 503's body is the
+// class's fixed text, job_error_text). The detail, libpq's message, names
+// the database's address and port and what went wrong inside it: the
+// database clients write it to the server's log (rate-limited), never into
+// a response.
+enum class JobError : std::uint8_t {
+    none,         // the job did not fail
+    unavailable,  // no connection to the database, and none could be made now
+    lost,         // the connection broke while the job was out
+    failed,       // a query failed, or its result had not the shape of the statement's
+    timeout,      // the statement ran out of time (the statement timeout, a cancel)
+};
+
+// The fixed text a 503 body gives for each class: "database unavailable",
+// "database connection lost", "database error", "database timeout" ("" for none).
+std::string_view job_error_text(JobError e) noexcept;
+
+// What a job produced: its rows, or the class of its failure (a 503 whose
+// body names it). The views need only live until Session::complete returns.
 struct JobResult {
     std::span<const WorldRow> worlds;
     std::span<const FortuneRow> fortunes;
-    std::string_view error;  // non-empty: the job failed
+    JobError error = JobError::none;  // not none: the job failed
 
-    static JobResult failed(std::string_view why) noexcept { return {{}, {}, why}; }
+    static JobResult failed(JobError why) noexcept { return {{}, {}, why}; }
 };
 
 // Where /fortunes takes its rows from.

@@ -20,13 +20,18 @@ import shutil
 import signal
 import sys
 import time
+import unittest
 from pathlib import Path
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cmptest  # noqa: E402
 from cmptest import TINY, CompareTestCase, by_id, rows_of, runs_of  # noqa: E402
+from smcompare import workloads  # noqa: E402
 from smcompare.models import MODELS  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
+import techempower_fortune  # noqa: E402
 from smcompare.util import parse_cpu_list  # noqa: E402
 
 FAILED_OR_SKIPPED = ("skipped", "failed")
@@ -888,6 +893,16 @@ class Workloads(CompareTestCase):
                     self.assertDatabaseGone({"managed": True, "dir": str(out / "postgres"), "data_dir": data,
                                              "postmaster_pid": -1}, out, f" (after SIGKILL of {cmd})")
         self.assertNoLeftovers(None)
+
+
+class FortunesPage(unittest.TestCase):
+    def test_techempower_verifier(self) -> None:
+        """The page compare expects of /fortunes (smcompare/workloads.py, made from its own copy of the rows) is
+        one TechEmpower's verifier accepts (tests/support/techempower_fortune.py): compare checks every answer
+        against it byte for byte, so a wrong row there would fail the right servers."""
+        page = workloads.fortunes_page()
+        ok, why = techempower_fortune.verdict(page)
+        self.assertTrue(ok, why)
 
 
 class FixedLoad(CompareTestCase):

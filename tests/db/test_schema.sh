@@ -61,12 +61,12 @@ check "analyzed (the planner knows the row counts)" "10000|12" \
                    (SELECT reltuples::bigint FROM pg_class WHERE relname = 'fortune')")"
 
 check "fortune: rows, min and max id" "12|1|12" "$(q "SELECT count(*), min(id), max(id) FROM fortune")"
-check "fortune 11, its UTF-8 bytes" \
+check "fortune 12, its UTF-8 bytes" \
       "e38395e383ace383bce383a0e383afe383bce382afe381aee38399e383b3e38381e3839ee383bce382af" \
-      "$(q "SELECT encode(convert_to(message, 'UTF8'), 'hex') FROM fortune WHERE id = 11")"
-check "fortune 10, exactly" \
+      "$(q "SELECT encode(convert_to(message, 'UTF8'), 'hex') FROM fortune WHERE id = 12")"
+check "fortune 11, exactly" \
       '<script>alert("This should not be displayed in a browser alert box.");</script>' \
-      "$(q "SELECT message FROM fortune WHERE id = 10")"
+      "$(q "SELECT message FROM fortune WHERE id = 11")"
 check "every fortune, exactly" \
   "1|fortune: No such file or directory
 2|A computer scientist is someone who fixes things that aren't broken.
@@ -74,15 +74,15 @@ check "every fortune, exactly" \
 4|A bad random number generator: 1, 1, 1, 1, 1, 4.33e+67, 1, 1, 1
 5|A computer program does what you tell it to do, not what you want it to do.
 6|Emacs is a nice operating system, but I prefer UNIX. — Tom Christaensen
-7|Any program that runs fine on the first attempt is likely to contain bugs.
-8|Feature: A bug with seniority.
-9|Computers make very fast, very accurate mistakes.
-10|<script>alert(\"This should not be displayed in a browser alert box.\");</script>
-11|フレームワークのベンチマーク
-12|A list is only as strong as its weakest link. — Donald Knuth" \
+7|Any program that runs right is obsolete.
+8|A list is only as strong as its weakest link. — Donald Knuth
+9|Feature: A bug with seniority.
+10|Computers make very fast, very accurate mistakes.
+11|<script>alert(\"This should not be displayed in a browser alert box.\");</script>
+12|フレームワークのベンチマーク" \
   "$(q "SELECT id, message FROM fortune ORDER BY id")"
 check "the em dashes are U+2014 (3 bytes)" "6|73|71
-12|62|60" \
-      "$(q "SELECT id, octet_length(message), length(message) FROM fortune WHERE id IN (6, 12) ORDER BY id")"
+8|62|60" \
+      "$(q "SELECT id, octet_length(message), length(message) FROM fortune WHERE id IN (6, 8) ORDER BY id")"
 
 exit $fail

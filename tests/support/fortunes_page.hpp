@@ -1,8 +1,8 @@
 // TechEmpower's Fortunes page, written out independently of common/http:
 // the 12 rows of its Fortune table, the escaping, the page a server must
-// answer for a source of rows, and a strict reader of a page's rows. Header
-// only: the session's unit tests and the conformance suite both check pages
-// against it.
+// answer for a source of rows, the page for TechEmpower's own rows written
+// out whole, and a strict reader of a page's rows. Header only: the
+// session's unit tests and the conformance suite both check pages against it.
 #pragma once
 
 #include <algorithm>
@@ -33,14 +33,51 @@ inline const std::vector<Fortune>& techempower_fortunes() {
         {4, "A bad random number generator: 1, 1, 1, 1, 1, 4.33e+67, 1, 1, 1"},
         {5, "A computer program does what you tell it to do, not what you want it to do."},
         {6, "Emacs is a nice operating system, but I prefer UNIX. \u2014 Tom Christaensen"},
-        {7, "Any program that runs fine on the first attempt is likely to contain bugs."},
-        {8, "Feature: A bug with seniority."},
-        {9, "Computers make very fast, very accurate mistakes."},
-        {10, "<script>alert(\"This should not be displayed in a browser alert box.\");</script>"},
-        {11, "\u30D5\u30EC\u30FC\u30E0\u30EF\u30FC\u30AF\u306E\u30D9\u30F3\u30C1\u30DE\u30FC\u30AF"},
-        {12, "A list is only as strong as its weakest link. \u2014 Donald Knuth"},
+        {7, "Any program that runs right is obsolete."},
+        {8, "A list is only as strong as its weakest link. \u2014 Donald Knuth"},
+        {9, "Feature: A bug with seniority."},
+        {10, "Computers make very fast, very accurate mistakes."},
+        {11, "<script>alert(\"This should not be displayed in a browser alert box.\");</script>"},
+        {12, "\u30D5\u30EC\u30FC\u30E0\u30EF\u30FC\u30AF\u306E\u30D9\u30F3\u30C1\u30DE\u30FC\u30AF"},
     };
     return rows;
+}
+
+// The whole page a server must answer for TechEmpower's 12 rows, written out
+// by hand from the page TechEmpower's verifier accepts (valid_fortune in its
+// toolset/test_types/fortune/fortune_html_parser.py): its rows in its order,
+// here in the models' markup (one line, "<!DOCTYPE html>") and escaping
+// ("&#39;", which the verifier reads as its "&apos;"). Not made from
+// techempower_fortunes() nor expected_page(): a wrong row in one of those
+// cannot agree with itself here. A row a line, as the verifier's page has them.
+// clang-format off
+inline constexpr std::string_view kTechEmpowerPage =
+    "<!DOCTYPE html><html><head><title>Fortunes</title></head><body><table>"
+    "<tr><th>id</th><th>message</th></tr>"
+    "<tr><td>11</td><td>&lt;script&gt;alert(&quot;This should not be displayed in a browser alert box.&quot;);&lt;/script&gt;</td></tr>"
+    "<tr><td>4</td><td>A bad random number generator: 1, 1, 1, 1, 1, 4.33e+67, 1, 1, 1</td></tr>"
+    "<tr><td>5</td><td>A computer program does what you tell it to do, not what you want it to do.</td></tr>"
+    "<tr><td>2</td><td>A computer scientist is someone who fixes things that aren&#39;t broken.</td></tr>"
+    "<tr><td>8</td><td>A list is only as strong as its weakest link. — Donald Knuth</td></tr>"
+    "<tr><td>0</td><td>Additional fortune added at request time.</td></tr>"
+    "<tr><td>3</td><td>After enough decimal places, nobody gives a damn.</td></tr>"
+    "<tr><td>7</td><td>Any program that runs right is obsolete.</td></tr>"
+    "<tr><td>10</td><td>Computers make very fast, very accurate mistakes.</td></tr>"
+    "<tr><td>6</td><td>Emacs is a nice operating system, but I prefer UNIX. — Tom Christaensen</td></tr>"
+    "<tr><td>9</td><td>Feature: A bug with seniority.</td></tr>"
+    "<tr><td>1</td><td>fortune: No such file or directory</td></tr>"
+    "<tr><td>12</td><td>フレームワークのベンチマーク</td></tr>"
+    "</table></body></html>";
+// clang-format on
+
+// Whether `rows` are TechEmpower's 12, id for id and byte for byte (then a
+// page made from them must be kTechEmpowerPage).
+inline bool are_techempower_rows(const std::vector<Fortune>& rows) {
+    const std::vector<Fortune>& te = techempower_fortunes();
+    return rows.size() == te.size() &&
+           std::equal(rows.begin(), rows.end(), te.begin(), [](const Fortune& a, const Fortune& b) {
+               return a.id == b.id && a.message == b.message;
+           });
 }
 
 inline constexpr std::string_view kAddedFortune = "Additional fortune added at request time.";

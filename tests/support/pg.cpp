@@ -1,5 +1,10 @@
 #include "support/pg.hpp"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <stdlib.h>
 #include <sys/stat.h>
 
@@ -92,6 +97,23 @@ std::uint16_t url_port(std::string_view url) {
         if (port > 65535) return 0;
     }
     return static_cast<std::uint16_t>(port);
+}
+
+std::string url_nobody_listens_on() {
+    const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (s < 0) throw std::runtime_error("socket failed");
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+        ::close(s);
+        throw std::runtime_error("bind failed");
+    }
+    ::close(s);
+    return "postgresql://benchmarkdbuser:benchmarkdbpass@127.0.0.1:" + std::to_string(ntohs(a.sin_port)) +
+           "/hello_world";
 }
 
 #if SM_TEST_HAVE_LIBPQ

@@ -35,6 +35,10 @@ std::string fixture_url_or_skip();
 // The port of a postgresql://user:pass@host:PORT/db URL (0 if it has none).
 std::uint16_t url_port(std::string_view url);
 
+// A libpq URL on 127.0.0.1 where nothing listens (a port just free): a
+// database that is down. Throws std::runtime_error if no port can be had.
+std::string url_nobody_listens_on();
+
 // A libpq session of the test's own. Every failure throws std::runtime_error
 // with libpq's message.
 class Session {

@@ -35,12 +35,12 @@ FORTUNES: tuple[tuple[int, str], ...] = (
     (4, "A bad random number generator: 1, 1, 1, 1, 1, 4.33e+67, 1, 1, 1"),
     (5, "A computer program does what you tell it to do, not what you want it to do."),
     (6, "Emacs is a nice operating system, but I prefer UNIX. \u2014 Tom Christaensen"),
-    (7, "Any program that runs fine on the first attempt is likely to contain bugs."),
-    (8, "Feature: A bug with seniority."),
-    (9, "Computers make very fast, very accurate mistakes."),
-    (10, '<script>alert("This should not be displayed in a browser alert box.");</script>'),
-    (11, "\u30d5\u30ec\u30fc\u30e0\u30ef\u30fc\u30af\u306e\u30d9\u30f3\u30c1\u30de\u30fc\u30af"),
-    (12, "A list is only as strong as its weakest link. \u2014 Donald Knuth"),
+    (7, "Any program that runs right is obsolete."),
+    (8, "A list is only as strong as its weakest link. \u2014 Donald Knuth"),
+    (9, "Feature: A bug with seniority."),
+    (10, "Computers make very fast, very accurate mistakes."),
+    (11, '<script>alert("This should not be displayed in a browser alert box.");</script>'),
+    (12, "\u30d5\u30ec\u30fc\u30e0\u30ef\u30fc\u30af\u306e\u30d9\u30f3\u30c1\u30de\u30fc\u30af"),
 )
 ADDED = (0, "Additional fortune added at request time.")
 ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}

@@ -61,7 +61,7 @@ class LeanLoop final : public sm::db::Loop {
     }
     void deliver(void*, const Job&, const JobResult& result) noexcept override {
         ++delivered;
-        if (!result.error.empty()) ++failed;
+        if (result.error != sm::http::JobError::none) ++failed;
         rows += result.worlds.size() + result.fortunes.size();
     }
 
@@ -105,12 +105,12 @@ TEST_CASE("SyncClient allocates nothing per job once warm", "[db][allocations]")
     const std::array<Job, 5> jobs{job_of(0, Work::world), job_of(0, Work::worlds, 1), job_of(0, Work::worlds, 20),
                                   job_of(0, Work::worlds, 500), job_of(0, Work::fortunes)};
     for (int round = 0; round < 3; ++round) {
-        for (const Job& job : jobs) REQUIRE(client.run(job).error.empty());
+        for (const Job& job : jobs) REQUIRE(client.run(job).error == sm::http::JobError::none);
     }
     std::size_t failures = 0;
     const std::size_t before = g_allocations.load();
     for (int round = 0; round < 50; ++round) {
-        for (const Job& job : jobs) failures += client.run(job).error.empty() ? 0 : 1;
+        for (const Job& job : jobs) failures += client.run(job).error == sm::http::JobError::none ? 0 : 1;
     }
     const std::size_t allocations = g_allocations.load() - before;
     CHECK(failures == 0);

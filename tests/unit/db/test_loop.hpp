@@ -26,7 +26,7 @@ class TestLoop final : public db::Loop {
     struct Delivery {
         void* owner = nullptr;
         http::Job job{};
-        std::string error;
+        http::JobError error = http::JobError::none;
         std::vector<http::WorldRow> worlds;
         std::vector<std::pair<std::int32_t, std::string>> fortunes;
     };
@@ -59,7 +59,7 @@ class TestLoop final : public db::Loop {
         Delivery d;
         d.owner = owner;
         d.job = job;
-        d.error.assign(result.error);
+        d.error = result.error;
         d.worlds.assign(result.worlds.begin(), result.worlds.end());
         for (const auto& f : result.fortunes) d.fortunes.emplace_back(f.id, std::string(f.message));
         delivered.push_back(std::move(d));

@@ -291,7 +291,7 @@ TEST_CASE_METHOD(Fixture, "deadlines a connection waiting for the database is no
     sm::http::Job job;
     REQUIRE(waiting.session.next_job(job));
     sm::http::ByteBuffer out;
-    waiting.session.complete(job, sm::http::JobResult::failed("gone"), out);
+    waiting.session.complete(job, sm::http::JobResult::failed(sm::http::JobError::lost), out);
     expire(at(200));
     CHECK(closed == std::vector{2, 1});
 }
