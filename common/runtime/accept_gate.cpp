@@ -26,6 +26,14 @@ void AcceptGate::close_at_limit(Clock::time_point now) {
 AcceptError AcceptGate::refused(int err, Clock::time_point now) {
     const AcceptError what = classify_accept_error(err);
     if (what == AcceptError::exhausted && !at_limit()) pause(err, now);
+    if (what == AcceptError::unknown && !shut_) {
+        unknown_log_(now, [&] {
+            return fmt::format(
+                "accept: {}; unexpected error, skipped: accepting goes on "
+                "({} connections open)",
+                error_text(err), limit_.open());
+        });
+    }
     return what;
 }
 

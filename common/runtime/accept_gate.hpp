@@ -9,6 +9,11 @@
 // - descriptor or memory exhaustion (EMFILE, ENFILE, ENOBUFS, ENOMEM): a
 //   level-triggered listener with a full descriptor table would wake the
 //   thread forever, so accepting pauses for kAcceptPause.
+// Nothing else does: a connection that failed on its own (reset or aborted
+// while queued) is skipped in silence, and an error of no known kind is
+// logged, in one format, and skipped too. Under a burst of clients that
+// connect and reset at once (AcceptEx fails with WSAENOTCONN under Wine),
+// a pause per error made every other client wait.
 // The model only starts and stops watching its listener: stop when
 // try_acquire() or failed() close the gate, start again when reopen_due().
 #pragma once
@@ -34,8 +39,10 @@ class AcceptGate {
     // A connection taken with try_acquire() is closed.
     void release() noexcept { limit_.release(); }
     // The accept after try_acquire() failed with `err` (errno, WSA error):
-    // gives the slot back and says what to do. On AcceptError::exhausted the
-    // gate is closed (and that logged) for kAcceptPause.
+    // gives the slot back and says what to do (classify_accept_error). On
+    // AcceptError::exhausted the gate is closed (and that logged) for
+    // kAcceptPause; on AcceptError::unknown the error is logged and the gate
+    // stays open: the model goes on accepting as after a skip.
     AcceptError failed(int err, Clock::time_point now) {
         limit_.release();
         return refused(err, now);
@@ -81,6 +88,7 @@ class AcceptGate {
     Clock::time_point retry_ = Clock::time_point::max();
     RateLimitedLog limit_log_;
     RateLimitedLog exhausted_log_;
+    RateLimitedLog unknown_log_;
 };
 
 

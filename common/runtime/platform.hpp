@@ -112,12 +112,17 @@ class Thread {
 std::vector<int> allowed_cpus();
 void pin_current_thread(int cpu);
 
-// What an accept error means for the loop that accepts.
+// What an accept error means for the loop that accepts. One client's
+// failure must never pause everyone's accepts: only resource exhaustion does.
 enum class AcceptError {
     again,      // nothing is queued: wait for the listener
-    skip,       // that connection is gone (the client gave up, a firewall refused it): next
+    skip,       // that connection is gone (reset, aborted, a network error pending
+                // on it, a firewall refused it): take the next
     exhausted,  // out of descriptors or memory: more accepting cannot help, pause
+    unknown,    // none of those: logged (AcceptGate), and accepting goes on
 };
+// The platform's lists (errno; WSA and Win32 errors), in posix/process.cpp
+// and windows/process.cpp; what to do about each kind is AcceptGate's.
 AcceptError classify_accept_error(int err) noexcept;
 // The text of a platform error code (errno, WSA error).
 std::string error_text(int err);

@@ -101,6 +101,10 @@ void Worker::dispatch(const OVERLAPPED_ENTRY& e) {
     if (e.lpCompletionKey == kStopKey) return begin_shutdown();
     if (e.lpCompletionKey == kAdoptKey)
         return adopt(static_cast<SOCKET>(reinterpret_cast<std::uintptr_t>(e.lpOverlapped)));
+    if (e.lpCompletionKey == kAcceptKey) {
+        accept_retry_posted_ = false;
+        return post_accepts();
+    }
     Op& op = *reinterpret_cast<Op*>(e.lpOverlapped);
     --inflight_;
     if (op.kind == Op::accept) {
@@ -118,36 +122,56 @@ void Worker::dispatch(const OVERLAPPED_ENTRY& e) {
 // --- Accepting (thread 0) ---------------------------------------------------------
 
 void Worker::post_accepts() {
-    if (!accepting_ || !listener_ || !conns_.gate.open()) return;
+    // An AcceptEx that fails at once was given a connection already gone
+    // (WSAECONNRESET), or an error the gate logged: it queues no completion,
+    // so its slot is posted again, for the next connection. At most
+    // kAcceptsAhead such failures per call, so that an error that repeats
+    // cannot hold the thread; if they leave no AcceptEx posted, no
+    // completion would call here again: the port is asked to, after the
+    // completions it holds.
+    std::size_t failures = 0;
     for (auto& slot : slots_) {
-        if (slot->socket != INVALID_SOCKET) continue;  // posted
-        if (!conns_.gate.open()) return;
-        const SOCKET l = runtime::as_socket(listener_.handle());
-        const SOCKET s = ::WSASocketW(listen_family_, SOCK_STREAM, IPPROTO_TCP, nullptr, 0,
-                                      WSA_FLAG_OVERLAPPED | WSA_FLAG_NO_HANDLE_INHERIT);
-        if (s == INVALID_SOCKET) {
-            // Out of handles or buffers: accepting pauses (and that is logged).
-            conns_.gate.pause(::WSAGetLastError(), now_);
-            return;
-        }
-        slot->socket = s;
-        slot->op.ov = OVERLAPPED{};
-        DWORD got = 0;
-        constexpr DWORD kAddressSpace = sizeof(sockaddr_in6) + 16;
-        if (!accept_ex_(l, s, slot->addresses, 0, kAddressSpace, kAddressSpace, &got,
-                        &slot->op.ov)) {
-            const int err = ::WSAGetLastError();
-            if (err != ERROR_IO_PENDING) {
-                ::closesocket(s);
-                slot->socket = INVALID_SOCKET;
-                if (conns_.gate.refused(err, now_) == runtime::AcceptError::exhausted) return;
-                continue;
+        while (slot->socket == INVALID_SOCKET) {
+            if (!accepting_ || !listener_ || !conns_.gate.open()) return;
+            if (failures == kAcceptsAhead) {
+                if (accepts_posted_ == 0 && !accept_retry_posted_)
+                    accept_retry_posted_ =
+                        ::PostQueuedCompletionStatus(port_, 0, kAcceptKey, nullptr) != 0;
+                return;
             }
+            if (!post_accept(*slot)) ++failures;
         }
-        // Even one that completes at once reports through the port.
-        ++inflight_;
-        ++accepts_posted_;
     }
+}
+
+bool Worker::post_accept(AcceptSlot& slot) {
+    const SOCKET l = runtime::as_socket(listener_.handle());
+    const SOCKET s = ::WSASocketW(listen_family_, SOCK_STREAM, IPPROTO_TCP, nullptr, 0,
+                                  WSA_FLAG_OVERLAPPED | WSA_FLAG_NO_HANDLE_INHERIT);
+    if (s == INVALID_SOCKET) {
+        // Out of handles or buffers (or no socket at all): nothing can be
+        // posted before some time has passed. Accepting pauses (and that is logged).
+        conns_.gate.pause(::WSAGetLastError(), now_);
+        return false;
+    }
+    slot.socket = s;
+    slot.op.ov = OVERLAPPED{};
+    DWORD got = 0;
+    constexpr DWORD kAddressSpace = sizeof(sockaddr_in6) + 16;
+    if (!accept_ex_(l, s, slot.addresses, 0, kAddressSpace, kAddressSpace, &got, &slot.op.ov)) {
+        const int err = ::WSAGetLastError();
+        if (err != ERROR_IO_PENDING) {
+            ::closesocket(s);
+            slot.socket = INVALID_SOCKET;
+            // Exhausted closes the gate; the rest is that connection's (or logged).
+            conns_.gate.refused(err, now_);
+            return false;
+        }
+    }
+    // Even one that completes at once reports through the port.
+    ++inflight_;
+    ++accepts_posted_;
+    return true;
 }
 
 void Worker::cancel_accepts() {
@@ -161,9 +185,10 @@ void Worker::on_accept(AcceptSlot& slot, DWORD error) {
     const SOCKET s = std::exchange(slot.socket, INVALID_SOCKET);
     if (error != 0 || conns_.stopping()) {
         ::closesocket(s);
-        // Cancelled by us (at the limit, stopping), or the client is gone.
-        if (error != 0 && error != ERROR_OPERATION_ABORTED)
-            conns_.gate.refused(static_cast<int>(error), now_);
+        // Cancelled by us (at the limit, stopping: ERROR_OPERATION_ABORTED),
+        // the client is gone (skipped), out of resources (the gate pauses),
+        // or an error the gate logs: only the pause keeps the slot empty.
+        if (error != 0) conns_.gate.refused(static_cast<int>(error), now_);
         return post_accepts();
     }
     // The accepted socket takes the listener's properties (shutdown() and

@@ -94,6 +94,7 @@ class Worker {
     static constexpr ULONG_PTR kIoKey = 0;     // the OVERLAPPED is an Op
     static constexpr ULONG_PTR kStopKey = 1;   // the server stops
     static constexpr ULONG_PTR kAdoptKey = 2;  // the "OVERLAPPED" is a SOCKET thread 0 assigned here
+    static constexpr ULONG_PTR kAcceptKey = 3;  // thread 0 posts its AcceptEx calls again
 
   private:
     using WorkList = runtime::IntrusiveList<Connection, &Connection::work_hook>;
@@ -101,6 +102,7 @@ class Worker {
     void dispatch(const OVERLAPPED_ENTRY& e);
     void on_accept(AcceptSlot& slot, DWORD error);
     void post_accepts();
+    bool post_accept(AcceptSlot& slot);  // false: it failed at once
     void cancel_accepts();
     void assign(SOCKET s);
     void adopt(SOCKET s);
@@ -132,6 +134,7 @@ class Worker {
     int listen_family_ = AF_INET;  // of the sockets AcceptEx is given
     std::vector<std::unique_ptr<AcceptSlot>> slots_;  // thread 0's AcceptEx calls
     std::size_t accepts_posted_ = 0;
+    bool accept_retry_posted_ = false;  // a kAcceptKey completion is queued
     std::size_t next_thread_ = 0;
     // Accepted while at --max-connections.
     using Parked = runtime::ParkedConnections<SOCKET>;

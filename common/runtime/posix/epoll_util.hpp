@@ -73,10 +73,16 @@ class WatchedListener {
             const int fd =
                 ::accept4(listener_.handle(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
             if (fd < 0) {
-                const AcceptError what = gate_.failed(errno, now);
-                if (what == AcceptError::again) return;
-                if (what == AcceptError::skip) continue;
-                return watch(false);
+                switch (gate_.failed(errno, now)) {
+                    case AcceptError::again: return;
+                    // That one is gone: the next.
+                    case AcceptError::skip: continue;
+                    // Logged, and the listener stays watched: still readable,
+                    // the next wake-up tries again, so an error that repeats
+                    // costs one accept per wake-up, not a batch.
+                    case AcceptError::unknown: return;
+                    case AcceptError::exhausted: return watch(false);
+                }
             }
             set_nodelay(fd);
             if (!adopt(fd)) return watch(false);

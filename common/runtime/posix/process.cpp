@@ -83,13 +83,32 @@ void request_stop_from_thread() noexcept {
 AcceptError classify_accept_error(int err) noexcept {
     switch (err) {
         case EAGAIN: return AcceptError::again;
+        // One connection's failure, not the listener's: the next may be queued.
         case EINTR:
         case ECONNABORTED:  // the client gave up while queued
-        case EPROTO:
+        case ECONNRESET:
         case EPERM:  // a firewall rule refused it
-            return AcceptError::skip;
-        default:  // EMFILE, ENFILE, ENOBUFS, ENOMEM: out of resources
+        // Errors already pending on the new connection, which accept(2)
+        // says to treat like EAGAIN: "ENETDOWN, EPROTO, ENOPROTOOPT,
+        // EHOSTDOWN, ENONET, EHOSTUNREACH, EOPNOTSUPP, and ENETUNREACH" for
+        // TCP/IP; ETIMEDOUT is among those it says some kernels return.
+        case ENETDOWN:
+        case EPROTO:
+        case ENOPROTOOPT:
+        case EHOSTDOWN:
+        case ENONET:
+        case EHOSTUNREACH:
+        case EOPNOTSUPP:
+        case ENETUNREACH:
+        case ETIMEDOUT: return AcceptError::skip;
+        case EMFILE:  // the process's descriptor table is full
+        case ENFILE:  // the system's
+        case ENOBUFS:
+        case ENOMEM:
+        case ENOSPC:  // epoll_ctl adding an accepted connection: max_user_watches reached
             return AcceptError::exhausted;
+        default:  // EBADF, EINVAL, ENOTSOCK, EFAULT: not a client's doing, nor a shortage
+            return AcceptError::unknown;
     }
 }
 

@@ -85,17 +85,43 @@ void request_stop_from_thread() noexcept {
 }
 
 AcceptError classify_accept_error(int err) noexcept {
+    // AcceptEx reports a failed completion as a WSA error (WSAGetOverlappedResult)
+    // or, read from the port, as the Win32 error of its NTSTATUS: both are listed.
     switch (err) {
         case WSAEWOULDBLOCK: return AcceptError::again;
+        // One connection's failure, not the listener's: the next may be queued.
         case WSAEINTR:
-        case WSAECONNRESET:    // the client gave up while queued
+        case WSAECONNRESET:          // the client gave up while queued (AcceptEx says so)
+        case ERROR_NETNAME_DELETED:  // the same, as a completion's Win32 error
         case WSAECONNABORTED:
-        case ERROR_NETNAME_DELETED:  // the same, as AcceptEx reports it
         case ERROR_CONNECTION_ABORTED:
-        case ERROR_OPERATION_ABORTED:
+        case WSAENOTCONN:  // Wine: the connection was reset before AcceptEx took its address
+        case ERROR_CONNECTION_INVALID:  // the same, as a Win32 error
+        case ERROR_OPERATION_ABORTED:   // our CancelIoEx (at the limit, stopping)
+        case WSAEACCES:                 // Wine: accept() refused by a firewall rule (EPERM)
+        // A network error pending on the connection, as POSIX's list.
+        case WSAENETDOWN:
+        case WSAENETUNREACH:
+        case ERROR_NETWORK_UNREACHABLE:
+        case WSAEHOSTUNREACH:
+        case ERROR_HOST_UNREACHABLE:
+        case WSAEHOSTDOWN:
+        case WSAENETRESET:
+        case WSAETIMEDOUT:
+        case ERROR_SEM_TIMEOUT:  // a timeout's Win32 error
             return AcceptError::skip;
-        default:  // WSAEMFILE, WSAENOBUFS, ERROR_NOT_ENOUGH_MEMORY: out of resources
-            return AcceptError::exhausted;
+        case WSAEMFILE:  // out of socket handles
+        case ERROR_TOO_MANY_OPEN_FILES:
+        case WSAENOBUFS:               // out of buffer space
+        case ERROR_NOT_ENOUGH_MEMORY:  // also WSA_NOT_ENOUGH_MEMORY
+        case ERROR_OUTOFMEMORY:
+        case ERROR_NO_SYSTEM_RESOURCES:  // the kernel's pools
+        case ERROR_NONPAGED_SYSTEM_RESOURCES:
+        case ERROR_PAGED_SYSTEM_RESOURCES:
+        case ERROR_NOT_ENOUGH_QUOTA:
+        case ERROR_COMMITMENT_LIMIT: return AcceptError::exhausted;
+        default:  // WSAEINVAL, WSAENOTSOCK, WSAEFAULT: not a client's doing, nor a shortage
+            return AcceptError::unknown;
     }
 }
 

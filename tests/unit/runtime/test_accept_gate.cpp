@@ -38,6 +38,13 @@ std::string pause_line(int err, int open) {
            std::to_string(open) + " connections open)";
 }
 
+// The line an error of no known kind logs.
+std::string unknown_line(int err, int open) {
+    return "test: accept: " + sm::runtime::error_text(err) +
+           "; unexpected error, skipped: accepting goes on (" + std::to_string(open) +
+           " connections open)";
+}
+
 }  // namespace
 
 TEST_CASE("accept_gate try_acquire takes slots up to the limit, then closes", "[accept_gate]") {
@@ -186,7 +193,9 @@ TEST_CASE("accept_gate would-block means again and leaves the gate open", "[acce
 
 TEST_CASE("accept_gate a connection gone before it was accepted is skipped without closing",
           "[accept_gate]") {
-    // ECONNABORTED, EPROTO, EPERM, EINTR; WSAECONNRESET, ERROR_NETNAME_DELETED...
+    // ECONNABORTED, ECONNRESET, EPROTO, EPERM, EINTR, the network errors
+    // pending on a new connection; WSAECONNRESET, WSAENOTCONN, ERROR_NETNAME_DELETED...
+    // A burst of clients that reset at once must not close it, nor fill the log.
     const int err = GENERATE(from_range(errors::kSkip));
     CAPTURE(err);
     ConnectionLimit limit(2);
@@ -198,6 +207,57 @@ TEST_CASE("accept_gate a connection gone before it was accepted is skipped witho
     CHECK(gate.open());
     CHECK(limit.open() == 0);
     CHECK(gate.retry_at() == Clock::time_point::max());
+}
+
+TEST_CASE("accept_gate an unknown error is logged and leaves the gate open", "[accept_gate]") {
+    // EINVAL, EBADF, ENOTSOCK...; WSAEINVAL, WSAENOTSOCK...: not known to be
+    // one client's, nor a shortage. Said once, and accepting goes on.
+    const int err = GENERATE(from_range(errors::kUnknown));
+    CAPTURE(err);
+    ConnectionLimit limit(2);
+    AcceptGate gate(limit);
+    REQUIRE(gate.try_acquire(at(0)));
+    REQUIRE(gate.try_acquire(at(0)));
+    const std::string log =
+        capture_log([&] { CHECK(gate.failed(err, at(0)) == AcceptError::unknown); });
+    CHECK(log == unknown_line(err, 1) + "\n");
+    CHECK(gate.open());
+    CHECK_FALSE(gate.at_limit());
+    CHECK(limit.open() == 1);  // the slot taken for it is back
+    CHECK(gate.retry_at() == Clock::time_point::max());
+    CHECK(gate.try_acquire(at(0)));  // the next accept may go ahead at once
+}
+
+TEST_CASE("accept_gate unknown errors are logged once a second with the count", "[accept_gate]") {
+    ConnectionLimit limit(2);
+    AcceptGate gate(limit);
+    const int err = errors::kInvalidArgument;
+    const std::string log = capture_log([&] {
+        for (int t = 0; t < 1000; t += 100)
+            CHECK(gate.refused(err, at(t)) == AcceptError::unknown);  // 1 logged, 9 counted
+        CHECK(gate.refused(err, at(1000)) == AcceptError::unknown);   // logged, with the count
+    });
+    CHECK(log == unknown_line(err, 0) + "\n" + unknown_line(err, 0) + " (9 more like this)\n");
+    CHECK(gate.open());
+}
+
+TEST_CASE("accept_gate an unknown error, a pause and the limit are logged independently",
+          "[accept_gate]") {
+    // One rate limit per cause: an unknown error just logged must not hide
+    // a pause, nor the other way round.
+    ConnectionLimit limit(1);
+    AcceptGate gate(limit);
+    const std::string log = capture_log([&] {
+        CHECK(gate.refused(errors::kInvalidArgument, at(0)) == AcceptError::unknown);
+        CHECK(gate.refused(errors::kTooManyFiles, at(0)) == AcceptError::exhausted);
+        gate.reopen();
+        CHECK(gate.refused(errors::kInvalidArgument, at(10)) == AcceptError::unknown);  // counted
+        REQUIRE(gate.try_acquire(at(10)));
+        CHECK_FALSE(gate.try_acquire(at(10)));
+    });
+    CHECK(log == unknown_line(errors::kInvalidArgument, 0) + "\n" +
+                     pause_line(errors::kTooManyFiles, 0) + "\n" +
+                     "test: --max-connections 1 reached: new connections wait in the backlog\n");
 }
 
 TEST_CASE("accept_gate refused() classifies like failed() but keeps the slots", "[accept_gate]") {
@@ -279,9 +339,10 @@ TEST_CASE("accept_gate shut() never reopens", "[accept_gate]") {
         gate.shut();
         const std::string log = capture_log([&] {
             CHECK(gate.refused(errors::kTooManyFiles, at(0)) == AcceptError::exhausted);
+            CHECK(gate.refused(errors::kInvalidArgument, at(0)) == AcceptError::unknown);
             gate.close_at_limit(at(0));
         });
-        CHECK(log.empty());  // nothing is paused: accepting is over
+        CHECK(log.empty());  // nothing is paused or worth saying: accepting is over
     }
     CHECK_FALSE(gate.open());
     CHECK_FALSE(gate.at_limit());

@@ -107,8 +107,16 @@ inline constexpr int kNoBuffers = ENOBUFS;
 inline constexpr int kInvalidArgument = EINVAL;
 inline constexpr int kAddressInUse = EADDRINUSE;
 inline constexpr std::array<int, 2> kAgain{EAGAIN, EWOULDBLOCK};
-inline constexpr std::array<int, 4> kSkip{EINTR, ECONNABORTED, EPROTO, EPERM};
-inline constexpr std::array<int, 4> kExhausted{EMFILE, ENFILE, ENOBUFS, ENOMEM};
+// One connection's failure: aborted or reset while queued, refused by a
+// firewall, an interrupted call, and the network errors accept(2) says may
+// be pending on the new connection ("treat them like EAGAIN").
+inline constexpr std::array<int, 13> kSkip{
+    EINTR,     ECONNABORTED, ECONNRESET,   EPERM,      ENETDOWN,    EPROTO,   ENOPROTOOPT,
+    EHOSTDOWN, ENONET,       EHOSTUNREACH, EOPNOTSUPP, ENETUNREACH, ETIMEDOUT};
+// Out of descriptors (the process's, the system's), buffers, memory, epoll watches.
+inline constexpr std::array<int, 5> kExhausted{EMFILE, ENFILE, ENOBUFS, ENOMEM, ENOSPC};
+// Neither: a bug or a state of the listener, not a client's doing or a shortage.
+inline constexpr std::array<int, 5> kUnknown{EINVAL, EBADF, ENOTSOCK, EFAULT, ENOSR};
 }  // namespace errors
 
 }  // namespace sm::runtime::test

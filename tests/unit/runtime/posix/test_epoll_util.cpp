@@ -201,6 +201,26 @@ TEST_CASE("epoll_util WatchedListener pauses on EMFILE and keeps the connection 
     CHECK(h.accepted.size() == 1);
 }
 
+TEST_CASE("epoll_util WatchedListener logs an unknown accept error and keeps watching",
+          "[epoll_util]") {
+    Harness h(4);
+    // Linux takes a listener out of the listening state on shutdown(SHUT_RD):
+    // accept4 then fails with EINVAL, an error of no known kind.
+    REQUIRE(::shutdown(h.listener.handle(), SHUT_RD) == 0);
+    const std::string log = sm::test::capture_log([&] { h.accept(at(0)); });
+    CHECK(log ==
+          "test: accept: Invalid argument; unexpected error, skipped: accepting goes on "
+          "(0 connections open)\n");
+    CHECK(h.accepted.empty());
+    CHECK(h.limit.open() == 0);
+    CHECK(h.gate.open());
+    CHECK(h.gate.retry_at() == sm::runtime::Clock::time_point::max());
+    // Still in the epoll set: adding it again is refused as a duplicate.
+    auto ev = sm::runtime::event_for(&listen_tag, EPOLLIN);
+    CHECK(::epoll_ctl(h.ep.get(), EPOLL_CTL_ADD, h.listener.handle(), &ev) == -1);
+    CHECK(errno == EEXIST);
+}
+
 TEST_CASE("epoll_util WatchedListener close refuses new connections", "[epoll_util]") {
     Harness h(4);
     const int fd = h.listener.handle();

@@ -37,6 +37,7 @@ using sm::runtime::test::connect_to;
 using sm::runtime::test::handle_open;
 using sm::runtime::test::local_port;
 using sm::runtime::test::SocketPair;
+namespace errors = sm::runtime::test::errors;
 
 namespace {
 
@@ -138,18 +139,46 @@ TEST_CASE("platform posix StopSignal closes its eventfd", "[platform]") {
     CHECK_FALSE(handle_open(h));
 }
 
-TEST_CASE("platform posix classify_accept_error", "[platform]") {
-    using enum AcceptError;
-    CHECK(sm::runtime::classify_accept_error(EAGAIN) == again);
-    CHECK(sm::runtime::classify_accept_error(EWOULDBLOCK) == again);
-    for (int err : {EINTR, ECONNABORTED, EPROTO, EPERM}) {
-        CAPTURE(err);
-        CHECK(sm::runtime::classify_accept_error(err) == skip);
-    }
-    for (int err : {EMFILE, ENFILE, ENOBUFS, ENOMEM}) {
-        CAPTURE(err);
-        CHECK(sm::runtime::classify_accept_error(err) == exhausted);
-    }
+// Per error code, from socket_support.hpp's lists: a connection's own
+// failure is skipped, only a shortage pauses, and anything else is unknown
+// (logged, accepting goes on; test_accept_gate.cpp).
+TEST_CASE("platform posix classify_accept_error would-block is again", "[platform]") {
+    const int err = GENERATE(from_range(errors::kAgain));
+    CAPTURE(err, sm::runtime::error_text(err));
+    CHECK(sm::runtime::classify_accept_error(err) == AcceptError::again);
+}
+
+TEST_CASE("platform posix classify_accept_error a connection's own failure is skip", "[platform]") {
+    const int err = GENERATE(from_range(errors::kSkip));
+    CAPTURE(err, sm::runtime::error_text(err));
+    CHECK(sm::runtime::classify_accept_error(err) == AcceptError::skip);
+}
+
+TEST_CASE("platform posix classify_accept_error out of descriptors or memory is exhausted",
+          "[platform]") {
+    const int err = GENERATE(from_range(errors::kExhausted));
+    CAPTURE(err, sm::runtime::error_text(err));
+    CHECK(sm::runtime::classify_accept_error(err) == AcceptError::exhausted);
+}
+
+TEST_CASE("platform posix classify_accept_error anything else is unknown", "[platform]") {
+    const int err = GENERATE(from_range(errors::kUnknown));
+    CAPTURE(err, sm::runtime::error_text(err));
+    CHECK(sm::runtime::classify_accept_error(err) == AcceptError::unknown);
+}
+
+TEST_CASE("platform posix accept on a listener shut down for reading fails as unknown",
+          "[platform]") {
+    // A real accept error that is neither a client's nor a shortage: Linux
+    // takes a listener out of the listening state on shutdown(SHUT_RD).
+    const sm::runtime::Listeners l = sm::runtime::open_listeners("127.0.0.1", 0, 1, 16);
+    const int fd = l.sockets.at(0).handle();
+    REQUIRE(::shutdown(fd, SHUT_RD) == 0);
+    REQUIRE(::accept4(fd, nullptr, nullptr, SOCK_NONBLOCK) < 0);
+    const int err = errno;
+    CAPTURE(sm::runtime::error_text(err));
+    CHECK(err == EINVAL);
+    CHECK(sm::runtime::classify_accept_error(err) == AcceptError::unknown);
 }
 
 TEST_CASE("platform posix error_text is the system's description", "[platform]") {

@@ -148,13 +148,42 @@ inline constexpr int kNoBuffers = WSAENOBUFS;
 inline constexpr int kInvalidArgument = WSAEINVAL;
 inline constexpr int kAddressInUse = WSAEADDRINUSE;
 inline constexpr std::array<int, 1> kAgain{WSAEWOULDBLOCK};
-inline constexpr std::array<int, 6> kSkip{WSAEINTR,
-                                          WSAECONNRESET,
-                                          WSAECONNABORTED,
-                                          ERROR_NETNAME_DELETED,
-                                          ERROR_CONNECTION_ABORTED,
-                                          ERROR_OPERATION_ABORTED};
-inline constexpr std::array<int, 3> kExhausted{WSAEMFILE, WSAENOBUFS, ERROR_NOT_ENOUGH_MEMORY};
+// One connection's failure: reset or aborted while queued, as Winsock and as
+// a completion's Win32 error; WSAENOTCONN and WSAEACCES as Wine reports a
+// connection reset before AcceptEx took it and a firewall's refusal; our own
+// cancel; and the network errors that may be pending on the new connection.
+inline constexpr std::array<int, 18> kSkip{WSAEINTR,
+                                           WSAECONNRESET,
+                                           ERROR_NETNAME_DELETED,
+                                           WSAECONNABORTED,
+                                           ERROR_CONNECTION_ABORTED,
+                                           WSAENOTCONN,
+                                           ERROR_CONNECTION_INVALID,
+                                           ERROR_OPERATION_ABORTED,
+                                           WSAEACCES,
+                                           WSAENETDOWN,
+                                           WSAENETUNREACH,
+                                           ERROR_NETWORK_UNREACHABLE,
+                                           WSAEHOSTUNREACH,
+                                           ERROR_HOST_UNREACHABLE,
+                                           WSAEHOSTDOWN,
+                                           WSAENETRESET,
+                                           WSAETIMEDOUT,
+                                           ERROR_SEM_TIMEOUT};
+// Out of socket handles, buffers, memory or the kernel's pools.
+inline constexpr std::array<int, 10> kExhausted{WSAEMFILE,
+                                                ERROR_TOO_MANY_OPEN_FILES,
+                                                WSAENOBUFS,
+                                                ERROR_NOT_ENOUGH_MEMORY,
+                                                ERROR_OUTOFMEMORY,
+                                                ERROR_NO_SYSTEM_RESOURCES,
+                                                ERROR_NONPAGED_SYSTEM_RESOURCES,
+                                                ERROR_PAGED_SYSTEM_RESOURCES,
+                                                ERROR_NOT_ENOUGH_QUOTA,
+                                                ERROR_COMMITMENT_LIMIT};
+// Neither: a bug or a state of the listener, not a client's doing or a shortage.
+inline constexpr std::array<int, 5> kUnknown{WSAEINVAL, WSAENOTSOCK, WSAEFAULT, WSAEOPNOTSUPP,
+                                             ERROR_INVALID_PARAMETER};
 }  // namespace errors
 
 }  // namespace sm::runtime::test
