@@ -91,6 +91,7 @@ class Connections {
         return true;
     }
 
+    [[nodiscard]] const ServerOptions& options() const noexcept { return options_; }
     [[nodiscard]] std::size_t live() const noexcept { return live_; }
     [[nodiscard]] bool stopping() const noexcept { return stopping_; }
     [[nodiscard]] bool finished() const noexcept { return stopping_ && live_ == 0; }

@@ -38,6 +38,7 @@ ParsedOptions parse_server_options(std::string_view program_name, std::string_vi
     double idle_s = static_cast<double>(o.idle_timeout.count()) / 1000.0;
     double header_s = static_cast<double>(o.header_timeout.count()) / 1000.0;
     double send_s = static_cast<double>(o.send_timeout.count()) / 1000.0;
+    std::size_t output_mark_kib = o.output_mark / 1024;
 
     app.add_option("-a,--address", o.address,
                    "Address to listen on: IPv4 or IPv6, 0.0.0.0 or :: for all interfaces")
@@ -128,6 +129,13 @@ ParsedOptions parse_server_options(std::string_view program_name, std::string_vi
         ->check(CLI::Range(0.001, 86400.0))
         ->capture_default_str()
         ->group(limits);
+    app.add_option("--output-mark", output_mark_kib,
+                   "KiB of responses one connection may hold unsent before the server stops "
+                   "reading its requests (the rest wait unanswered, a few bytes each): what a "
+                   "client that pipelines without reading costs; also the largest write")
+        ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20))
+        ->capture_default_str()
+        ->group(limits);
     app.add_option("--max-head-bytes", o.limits.max_head_bytes,
                    "Largest request line + headers; larger gets 431")
         ->check(CLI::Range(std::size_t{64}, std::size_t{1} << 24))
@@ -190,6 +198,7 @@ ParsedOptions parse_server_options(std::string_view program_name, std::string_vi
     o.idle_timeout = std::max(to_ms(idle_s), std::chrono::milliseconds(1));
     o.header_timeout = std::max(to_ms(header_s), std::chrono::milliseconds(1));
     o.send_timeout = std::max(to_ms(send_s), std::chrono::milliseconds(1));
+    o.output_mark = output_mark_kib * 1024;
     if (o.threads == 0) {
         const std::size_t n = !o.cpus.empty() ? o.cpus.size() : allowed_cpus().size();
         o.threads = n == 0 ? 1u : static_cast<unsigned>(n);

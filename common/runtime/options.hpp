@@ -42,6 +42,14 @@ struct ServerOptions {
     // long (no idle or head deadline runs against it meanwhile).
     // nginx send_timeout: 60 s.
     std::chrono::milliseconds send_timeout{60000};
+    // --output-mark: output one connection may hold rendered (collected,
+    // unsent or in flight) before its session defers the next responses
+    // (http/session.hpp) and reading it pauses: with the response that
+    // crosses it and its deferred answers (a few bytes), what a client that
+    // pipelines without reading costs the server. A read batch's responses
+    // leave in one write up to this size (a 16-deep pipeline of /plaintext is
+    // ~2 KiB, 256 deep ~35 KiB); a flood's leave in writes of this size.
+    std::size_t output_mark = 32 * 1024;
     // Connections open at once, over all threads; beyond it new connections
     // wait in the listen backlog until one closes.
     std::size_t max_connections = 10000;

@@ -15,10 +15,11 @@
 
 namespace sm::runtime {
 
-// A connection's output buffer grown beyond this by a backlog is freed once
-// drained: half the mark, so that a client that does not read holds at most
-// a mark's worth of output in the two buffers and this much spare.
-inline constexpr std::size_t kKeepCapacity = kOutputMark / 2;
+// A connection's output buffer grown beyond this is freed once drained: a
+// client that does not read holds its output mark's worth in flight and at
+// most this much beside it. A 16-deep pipeline's responses (2-3 KiB) stay
+// under it: a benchmark connection keeps its two buffers.
+inline constexpr std::size_t kKeepCapacity = 8 * 1024;
 
 // Output a connection holds, sent and collected.
 template <typename Conn>
@@ -43,33 +44,50 @@ void take_collected(Conn& c) noexcept {
 }
 
 // A send completed, the kernel having taken `bytes` of `sending`: a short
-// send leaves the rest for the next one. True when it made progress (the
-// idle deadline starts again).
+// send leaves the rest for the next one; a buffer grown past kKeepCapacity
+// is freed as soon as it is drained (before the next output is reserved).
+// True when it made progress (the idle deadline starts again).
 template <typename Conn>
 [[nodiscard]] bool consume_sent(Conn& c, std::size_t bytes) noexcept {
     c.sending.consume(bytes < c.sending.size() ? bytes : c.sending.size());
+    if (c.sending.empty() && c.sending.capacity() > kKeepCapacity) c.sending.release();
     return bytes > 0;
 }
 
-// The limit for the session's output `out` (Session::feed, resume): what
-// the mark leaves beside the send in flight.
+// Before feeding `input` bytes to c's session: the limit for its output
+// `out` (Session::feed). The output mark (--output-mark) while no send is
+// in flight; nothing while one is (the responses are deferred, and
+// rendered once it is done: settle_output), so that a client that does not
+// read holds one buffer of output, not two. (A client that reads gets its
+// responses before it sends the next requests: its sends are done when
+// they arrive.) A read that may be answered with more than kKeepCapacity (a
+// response of 130 bytes or more per request of 18 or more) has `out`
+// reserved at the mark and kResponseSlack at once (tuning.hpp): a flood's
+// output then takes one allocation, not one of each size on the way to
+// twice the mark.
 template <typename Conn>
-[[nodiscard]] std::size_t output_limit(const Conn& c) noexcept {
-    return kOutputMark > c.sending.size() ? kOutputMark - c.sending.size() : 0;
+[[nodiscard]] std::size_t feed_limit(Conn& c, std::size_t input, std::size_t mark) {
+    if (!c.sending.empty()) return 0;
+    if (input * 8 > kKeepCapacity && c.out.capacity() < mark + kResponseSlack)
+        c.out.reserve(mark + kResponseSlack);
+    return mark;
 }
 
 // After a batch's completions, before sending: renders the responses the
-// output had no room for while it has room, then says where c stands. Its
-// output at the mark: the client does not take it, so c is blocked (only
+// output had no room for once the last send is done (see output_limit),
+// then says where c stands. Its output at the mark, or responses deferred behind a send: the
+// client does not take its output fast enough, so c is blocked (only
 // --send-timeout runs: deadlines.block) and receiving pauses. Otherwise c
 // reads again (deadlines.unblock) unless a response is still owed (a job
 // out). True: c may receive.
 template <typename Conn, typename Deadlines>
-bool settle_output(Conn& c, Deadlines& deadlines, Clock::time_point now) noexcept {
-    if (c.session.deferred() && output_of(c) < kOutputMark &&
-        c.session.resume(c.out, output_limit(c)) == http::Session::Result::close)
-        c.want_close = true;
-    if (output_of(c) >= kOutputMark) {
+bool settle_output(Conn& c, Deadlines& deadlines, Clock::time_point now,
+                   std::size_t mark) noexcept {
+    if (c.session.deferred() && c.sending.empty() && c.out.size() < mark) {
+        c.out.reserve(mark + kResponseSlack);  // once, not doubled up to it (tuning.hpp)
+        if (c.session.resume(c.out, mark) == http::Session::Result::close) c.want_close = true;
+    }
+    if (output_of(c) >= mark || (c.session.deferred() && !c.session.waiting())) {
         deadlines.block(c, now);
         return false;
     }

@@ -35,7 +35,7 @@ Reactor::Reactor(const runtime::WorkerContext& ctx)
       conns_(ctx, cache_),
       listener_(ep_.get(), ctx.listener, conns_.gate, &listen_tag),
       read_buf_(std::make_unique_for_overwrite<char[]>(runtime::kReadSize)),
-      out_(2 * runtime::kOutputMark),
+      out_(2 * ctx.options.output_mark),
       now_(Clock::now()) {
     db_fds_.fill(-1);
     if (!ctx.options.db.empty())
@@ -117,7 +117,7 @@ void Reactor::service(Connection& c) {
         if (c.session.deferred()) {
             // Responses the output had no room for come first: nothing is
             // read until they are all out.
-            if (c.session.resume(out_, runtime::kOutputMark) == http::Session::Result::close)
+            if (c.session.resume(out_, conns_.options().output_mark) == http::Session::Result::close)
                 c.want_close = true;
             --budget;
         } else {
@@ -149,7 +149,7 @@ void Reactor::read_batch(Connection& c, int& budget) {
             conns_.deadlines.touch(c, now_);
             --budget;
             const auto r = c.session.feed({read_buf_.get(), static_cast<std::size_t>(n)}, out_,
-                                          runtime::kOutputMark);
+                                          conns_.options().output_mark);
             conns_.deadlines.track_head(c, now_);
             // Only with --db can a response wait for the database.
             if (c.session.waiting()) db_->submit_jobs(&c, c.session);
@@ -168,7 +168,7 @@ void Reactor::read_batch(Connection& c, int& budget) {
             }
             // The rest waits for the database (deliver() resumes it), or for
             // room in the output.
-            if (c.session.owes() || out_.size() >= runtime::kOutputMark || budget <= 0) return;
+            if (c.session.owes() || out_.size() >= conns_.options().output_mark || budget <= 0) return;
             continue;
         }
         if (n == 0) {

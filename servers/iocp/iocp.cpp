@@ -286,7 +286,8 @@ void Worker::on_recv(Connection& c, DWORD bytes, DWORD error) {
     // Lingering, or after the session ended: input is discarded.
     if (!c.lingering() && !c.want_close) {
         conns_.deadlines.touch(c, now_);
-        const auto r = c.session.feed({c.in.get(), bytes}, c.out, runtime::output_limit(c));
+        const auto r = c.session.feed({c.in.get(), bytes}, c.out,
+                                      runtime::feed_limit(c, bytes, conns_.options().output_mark));
         conns_.deadlines.track_head(c, now_);
         if (r == http::Session::Result::close) c.want_close = true;  // what follows is not answered
     }
@@ -303,7 +304,7 @@ void Worker::on_send(Connection& c, DWORD bytes, DWORD error) {
 
 void Worker::work(Connection& c) {
     if (c.closing) return;
-    const bool receive = c.lingering() || runtime::settle_output(c, conns_.deadlines, now_);
+    const bool receive = c.lingering() || runtime::settle_output(c, conns_.deadlines, now_, conns_.options().output_mark);
     if (!c.send_posted && !c.lingering()) {
         runtime::take_collected(c);
         // Closed by either (maybe recycled already: only `open` says so).

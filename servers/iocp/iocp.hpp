@@ -21,7 +21,7 @@
 // bytes of every completion dequeued in one GetQueuedCompletionStatusEx
 // batch go to its http::Session, and the responses for the whole batch
 // leave with one WSASend (one send in flight per connection). Output held
-// at runtime::kOutputMark stops the receiving until it drains (the session
+// at --output-mark stops the receiving until it drains (the session
 // defers the responses it has no room for): a client that pipelines
 // without reading is held back by TCP flow control.
 // Everything protocol lives in common/http, the connection lifecycle

@@ -17,10 +17,6 @@ namespace {
 
 // libuv reads again at once only when a read filled the buffer.
 using runtime::kReadSize;
-// The loop's output buffer, sized as server-epoll's: a connection's output
-// up to the mark and the response that crosses it fit without growing it.
-constexpr std::size_t kOutputSize = 2 * runtime::kOutputMark;
-
 uv_stream_t* stream(uv_tcp_t& t) noexcept {
     return reinterpret_cast<uv_stream_t*>(&t);
 }
@@ -52,7 +48,9 @@ Worker::Worker(const runtime::WorkerContext& ctx)
       cache_(ctx.options.mode, std::time(nullptr), ctx.options.workloads()),
       conns_(ctx, cache_),
       read_buf_(std::make_unique_for_overwrite<char[]>(kReadSize)),
-      out_(kOutputSize) {
+      // Sized as server-epoll's: a connection's output up to the mark and the
+      // response that crosses it fit without growing it.
+      out_(2 * ctx.options.output_mark) {
     if (const int r = uv_loop_init(&loop_); r != 0) throw_uv(r, "uv_loop_init");
     loop_.data = this;
 }
@@ -211,7 +209,7 @@ void Worker::read(uv_stream_t* s, ssize_t nread, const uv_buf_t* buf) {
     const Clock::time_point t = now();
     conns_.deadlines.touch(c, t);
     const auto r = c.session.feed({buf->base, static_cast<std::size_t>(nread)}, out_,
-                                  runtime::kOutputMark);
+                                  opts_.output_mark);
     // A new head's deadline may come before the one the timer is armed for.
     if (conns_.deadlines.track_head(c, t) || !timer_armed_) schedule();
     if (r == http::Session::Result::close) c.want_close = true;  // what follows is not answered
@@ -232,7 +230,7 @@ bool Worker::send_deferred(Connection& c) {
     // While the socket takes every write whole, the responses the output
     // had no room for follow, a mark's worth at a time.
     while (c.session.deferred() && !c.session.waiting()) {
-        if (c.session.resume(out_, runtime::kOutputMark) == http::Session::Result::close)
+        if (c.session.resume(out_, opts_.output_mark) == http::Session::Result::close)
             c.want_close = true;
         if (c.session.waiting()) db_->submit_jobs(&c, c.session);
         if (!out_.empty() && !send_batch(c)) return false;

@@ -92,7 +92,7 @@ struct Pool::Worker {
     explicit Worker(const runtime::ServerOptions& o)
         : cache(o.mode, std::time(nullptr), o.workloads()),
           read_buf(std::make_unique_for_overwrite<char[]>(runtime::kReadSize)),
-          out(2 * runtime::kOutputMark) {
+          out(2 * o.output_mark) {
         if (!o.db.empty()) db.emplace(o.db, o.idle_timeout);
     }
     http::ResponseCache cache;  // per worker: a connection is rendered with its current owner's
@@ -290,15 +290,15 @@ void Pool::service(Worker& w, Connection& c, std::uint32_t events) {
     int budget = kReadsPerTurn;
     bool drained = false;
     while (!c.want_close && !drained && budget > 0 && !c.session.deferred() &&
-           w.out.size() < runtime::kOutputMark) {
+           w.out.size() < opts_.output_mark) {
         const ssize_t n = ::read(c.fd, w.read_buf.get(), runtime::kReadSize);
         if (n > 0) {
             --budget;
             if (c.session.feed({w.read_buf.get(), static_cast<std::size_t>(n)}, w.out,
-                               runtime::kOutputMark) == http::Session::Result::close)
+                               opts_.output_mark) == http::Session::Result::close)
                 c.want_close = true;
             // Blocks this worker for the queries; their responses are progress.
-            if (db::fill(c.session, w.db ? &*w.db : nullptr, w.out, runtime::kOutputMark)) {
+            if (db::fill(c.session, w.db ? &*w.db : nullptr, w.out, opts_.output_mark)) {
                 now = Clock::now();
                 c.clock.touch(now);
             }
@@ -347,7 +347,7 @@ bool Pool::send_owed(Worker& w, Connection& c, Clock::time_point& now) {
             }
         }
         if (!c.session.deferred()) return true;
-        if (db::fill(c.session, w.db ? &*w.db : nullptr, w.out, runtime::kOutputMark)) {
+        if (db::fill(c.session, w.db ? &*w.db : nullptr, w.out, opts_.output_mark)) {
             now = Clock::now();
             c.clock.touch(now);
         }

@@ -264,7 +264,7 @@ void Worker::on_recv(Connection& c, int res, unsigned flags) {
             // paused too: the output stays bounded, the session defers what
             // it has no room for).
             feed(c, {buffers_.buffer(id), static_cast<std::size_t>(res)});
-            if (!c.want_close && (output_of(c) >= runtime::kOutputMark || c.session.owes()))
+            if (!c.want_close && (output_of(c) >= conns_.options().output_mark || c.session.owes()))
                 pause_recv(c);
         }
         buffers_.give_back(id);
@@ -300,7 +300,7 @@ void Worker::note_ring_dry() {
 
 void Worker::pause_recv(Connection& c) {
     // From now on one buffer per recv (see arm_recv).
-    if (c.session.deferred() || output_of(c) >= runtime::kOutputMark) c.single_shot = true;
+    if (c.session.deferred() || output_of(c) >= conns_.options().output_mark) c.single_shot = true;
     if (!c.recv_armed || c.recv_cancelling || !c.multishot_armed) return;
     // Completions already on their way (without DEFER_TASKRUN the kernel
     // may drain the socket into the ring before the cancel lands) are fed.
@@ -311,7 +311,8 @@ void Worker::pause_recv(Connection& c) {
 }
 
 void Worker::feed(Connection& c, std::string_view data) {
-    const auto r = c.session.feed(data, c.out, runtime::output_limit(c));
+    const auto r = c.session.feed(
+        data, c.out, runtime::feed_limit(c, data.size(), conns_.options().output_mark));
     conns_.deadlines.track_head(c, now_);
     if (r == http::Session::Result::close) c.want_close = true;  // what follows is not answered
     if (c.session.waiting()) db_->submit_jobs(&c, c.session);
@@ -338,7 +339,7 @@ void Worker::work(Connection& c) {
     if (c.closing) return;
     bool receive = true;
     if (!c.lingering()) {
-        receive = runtime::settle_output(c, conns_.deadlines, now_);
+        receive = runtime::settle_output(c, conns_.deadlines, now_, conns_.options().output_mark);
         if (c.session.waiting()) db_->submit_jobs(&c, c.session);
     }
     if (!c.send_in_flight && !c.lingering()) {
