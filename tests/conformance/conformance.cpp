@@ -1,10 +1,16 @@
 #include "conformance.hpp"
 
+#include <linux/sockios.h>
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <stdexcept>
 
@@ -161,6 +167,96 @@ std::string techempower_request(std::string_view path) {
                         "Accept: text/plain,text/html;q=0.9,application/xhtml+xml;q=0.9,"
                         "application/xml;q=0.8,*/*;q=0.7\r\n"
                         "Connection: keep-alive\r\n");
+}
+
+std::string batch_of(std::size_t n, std::string_view path) {
+    const std::string one = make_request("GET", path);
+    std::string s;
+    s.reserve(one.size() * n);
+    for (std::size_t i = 0; i < n; ++i)
+        s += one;
+    return s;
+}
+
+std::string stderr_of(const ServerProcess& server) {
+    return "--- server stderr ---\n" + server.stderr_text() + "--- end of stderr ---";
+}
+
+void require_alive(ServerProcess& server, std::string_view when,
+                   std::chrono::milliseconds grace) {
+    const auto status = server.wait_exit(grace);
+    INFO("the server ended " << when << ": " << (status ? status->describe() : "") << "\n"
+                             << stderr_of(server));
+    REQUIRE_FALSE(status.has_value());
+}
+
+void require_serving(const ServerProcess& server) {
+    Connection c = connect(server);
+    const Response r = c.request(make_request("GET", "/plaintext"));
+    INFO(r.describe());
+    CHECK(r.status == 200);
+    CHECK(r.body == kPlaintextBody);
+}
+
+std::size_t stall_server_writes(ServerProcess& server, Connection& c, std::string_view path) {
+    return pipeline_until_stalled(server, c, batch_of(1024, path));
+}
+
+std::size_t pipeline_until_stalled(ServerProcess& server, Connection& c, std::string_view chunk) {
+    using Clock = std::chrono::steady_clock;
+    const auto deadline = Clock::now() + 10s;
+    std::size_t sent = 0;
+    std::size_t off = 0;
+    int last_unsent = -1;
+    int unchanged = 0;
+    while (Clock::now() < deadline) {
+        pollfd p{c.fd(), POLLOUT, 0};
+        if (::poll(&p, 1, 10) <= 0) {
+            // Our send buffer is full. Requests we cannot even send yet mean
+            // the server's receive window is closed: it has stopped reading.
+            // (Looked at on our own socket: /proc/net/tcp is slow to scan.)
+            int unsent = 0;
+            if (::ioctl(c.fd(), SIOCOUTQNSD, &unsent) != 0)
+                FAIL("ioctl SIOCOUTQNSD: " << std::strerror(errno));
+            unchanged = unsent > 0 && unsent == last_unsent ? unchanged + 1 : 0;
+            last_unsent = unsent;
+            // Stalled on writing, not merely slow to read (a sanitized
+            // server on a busy box can pause for longer than 50 ms): its
+            // send queue holds responses too.
+            if (unchanged >= 5) {
+                const std::optional<TcpQueues> q = tcp_queues(server.port(), c.local_port());
+                if (q && q->tx > 0) break;
+                unchanged = 0;
+            }
+            continue;
+        }
+        unchanged = 0;
+        const ssize_t n =
+            ::send(c.fd(), chunk.data() + off, chunk.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0) {
+            if (errno == EAGAIN || errno == EINTR) continue;
+            const int err = errno;
+            require_alive(server, "after requests were pipelined to it", 2s);
+            FAIL("sending requests: " << std::strerror(err) << " after " << sent << " bytes");
+        }
+        sent += static_cast<std::size_t>(n);
+        off = (off + static_cast<std::size_t>(n)) % chunk.size();
+    }
+    const std::optional<TcpQueues> q = tcp_queues(server.port(), c.local_port());
+    INFO(sent << " request bytes sent, " << last_unsent
+              << " of them not yet taken by the server; the server side's send queue "
+              << (q ? std::to_string(q->tx) : "?") << ", receive queue "
+              << (q ? std::to_string(q->rx) : "?"));
+    REQUIRE(unchanged >= 5);
+    // The server wrote what it could: its responses wait for our window.
+    REQUIRE(q);
+    REQUIRE(q->tx > 0);
+    return sent;
+}
+
+void widen_window(const Connection& c) {
+    const int window = 64 * 1024;
+    ::setsockopt(c.fd(), SOL_SOCKET, SO_RCVBUF, &window, sizeof window);
 }
 
 }  // namespace sm::test::conformance

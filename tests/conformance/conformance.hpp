@@ -78,4 +78,39 @@ inline constexpr std::string_view kRootBody = "Hello World!";
 // Requests as TechEmpower's verifier and load generator send them.
 std::string techempower_request(std::string_view target);
 
+// `n` pipelined GETs of `path`.
+std::string batch_of(std::size_t n, std::string_view path = "/plaintext");
+
+// The server's stderr, framed, for failure messages.
+std::string stderr_of(const ServerProcess& server);
+
+// Fails the test, saying how the server ended, unless it is still running.
+// `when` says what had just happened ("after ..."). A `grace` period lets a
+// server that is exiting be reaped first (its sockets close before it can
+// be), for a better message.
+void require_alive(ServerProcess& server, std::string_view when,
+                   std::chrono::milliseconds grace = 0ms);
+
+// A new client is answered.
+void require_serving(const ServerProcess& server);
+
+// A client receive buffer small enough that responses back up into the server.
+inline constexpr int kSmallWindow = 4096;
+
+// Pipelines `chunk` (whole requests) on `c` again and again, from where the
+// last send left off, until the server stops reading: its responses have
+// filled our receive window and its socket's send buffer, and it holds its
+// output mark's worth, so it has paused reading us; requests we cannot even
+// send then mean its receive window is closed. Requires that within 10 s.
+// Returns the request bytes sent (the last request may be incomplete).
+// `c` should have a small receive window (kSmallWindow).
+std::size_t pipeline_until_stalled(ServerProcess& server, Connection& c, std::string_view chunk);
+// The same with 1024 pipelined GETs of `path` as the chunk.
+std::size_t stall_server_writes(ServerProcess& server, Connection& c,
+                                std::string_view path = "/plaintext");
+
+// A wider receive window from now on, to read faster what a stalled server
+// has queued (megabytes) while it keeps its send buffer full.
+void widen_window(const Connection& c);
+
 }  // namespace sm::test::conformance

@@ -33,106 +33,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// `n` pipelined GETs of `path`.
-std::string batch_of(std::size_t n, std::string_view path = "/plaintext") {
-    const std::string one = make_request("GET", path);
-    std::string s;
-    s.reserve(one.size() * n);
-    for (std::size_t i = 0; i < n; ++i)
-        s += one;
-    return s;
-}
-
-std::string stderr_of(const ServerProcess& server) {
-    return "--- server stderr ---\n" + server.stderr_text() + "--- end of stderr ---";
-}
-
-// Fails the test, saying how the server ended, unless it is still running.
-// A `grace` period lets a server that is exiting be reaped first (its
-// sockets close before it can be), for a better message.
-void require_alive(ServerProcess& server, std::string_view after,
-                   std::chrono::milliseconds grace = 0ms) {
-    const auto status = server.wait_exit(grace);
-    INFO("the server ended after " << after << ": " << (status ? status->describe() : "") << "\n"
-                                   << stderr_of(server));
-    REQUIRE_FALSE(status.has_value());
-}
-
-// A new client is answered.
-void require_serving(const ServerProcess& server) {
-    Connection c = connect(server);
-    const Response r = c.request(make_request("GET", "/plaintext"));
-    INFO(r.describe());
-    CHECK(r.status == 200);
-    CHECK(r.body == kPlaintextBody);
-}
-
-
-// Pipelines requests for `path` on `c`, which should have a small receive
-// window, until the server stops reading them: its responses have filled
-// the socket's send buffer and it holds more of its own, waiting to write
-// them. A client that goes away now makes the server's next write fail.
-// Returns the request bytes sent: the last request may be incomplete.
-std::size_t stall_server_writes(ServerProcess& server, Connection& c,
-                                std::string_view path = "/plaintext") {
-    const std::string chunk = batch_of(1024, path);
-    const auto deadline = Clock::now() + 10s;
-    std::size_t sent = 0;
-    std::size_t off = 0;
-    int last_unsent = -1;
-    int unchanged = 0;
-    while (Clock::now() < deadline) {
-        pollfd p{c.fd(), POLLOUT, 0};
-        if (::poll(&p, 1, 10) <= 0) {
-            // Our send buffer is full. Requests we cannot even send yet mean
-            // the server's receive window is closed: it has stopped reading.
-            // (Looked at on our own socket: /proc/net/tcp is slow to scan.)
-            int unsent = 0;
-            if (::ioctl(c.fd(), SIOCOUTQNSD, &unsent) != 0)
-                FAIL("ioctl SIOCOUTQNSD: " << std::strerror(errno));
-            unchanged = unsent > 0 && unsent == last_unsent ? unchanged + 1 : 0;
-            last_unsent = unsent;
-            // Stalled on writing, not merely slow to read (a sanitized
-            // server on a busy box can pause for longer than 50 ms): its
-            // send queue holds responses too.
-            if (unchanged >= 5) {
-                const std::optional<TcpQueues> q = tcp_queues(server.port(), c.local_port());
-                if (q && q->tx > 0) break;
-                unchanged = 0;
-            }
-            continue;
-        }
-        unchanged = 0;
-        const ssize_t n =
-            ::send(c.fd(), chunk.data() + off, chunk.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n < 0) {
-            if (errno == EAGAIN || errno == EINTR) continue;
-            const int err = errno;
-            require_alive(server, "requests were pipelined to it", 2s);
-            FAIL("sending requests: " << std::strerror(err) << " after " << sent << " bytes");
-        }
-        sent += static_cast<std::size_t>(n);
-        off = (off + static_cast<std::size_t>(n)) % chunk.size();
-    }
-    const std::optional<TcpQueues> q = tcp_queues(server.port(), c.local_port());
-    INFO(sent << " request bytes sent, " << last_unsent
-              << " of them not yet taken by the server; the server side's send queue "
-              << (q ? std::to_string(q->tx) : "?") << ", receive queue "
-              << (q ? std::to_string(q->rx) : "?"));
-    REQUIRE(unchanged >= 5);
-    // The server wrote what it could: its responses wait for our window.
-    REQUIRE(q);
-    REQUIRE(q->tx > 0);
-    return sent;
-}
-
-// A wider receive window from now on, to read faster what a stalled server
-// has queued (megabytes) while it keeps its send buffer full.
-void widen_window(const Connection& c) {
-    const int window = 64 * 1024;
-    ::setsockopt(c.fd(), SOL_SOCKET, SO_RCVBUF, &window, sizeof window);
-}
-
 // Reads and discards what arrives on `c` until the server has acknowledged
 // everything sent on it, FIN included.
 void wait_taken_while_reading(ServerProcess& server, Connection& c) {
@@ -151,7 +51,7 @@ void wait_taken_while_reading(ServerProcess& server, Connection& c) {
             discarded += static_cast<std::size_t>(n);
         } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
             const int err = n == 0 ? 0 : errno;
-            require_alive(server, "it was sent a FIN", 2s);
+            require_alive(server, "after it was sent a FIN", 2s);
             FAIL("the connection ended while the server had requests to answer: "
                  << (n == 0 ? "EOF" : std::strerror(err)));
         }
@@ -168,8 +68,6 @@ void check_plaintext(const Response& r) {
 
 }  // namespace
 
-// A client receive buffer small enough that responses back up into the server.
-constexpr int kSmallWindow = 4096;
 
 TEST_CASE("faults a client that vanishes while the server writes never kills it (SIGPIPE)",
           "[conformance][faults]") {
@@ -195,10 +93,10 @@ TEST_CASE("faults a client that vanishes while the server writes never kills it 
             c.abort();
         }
     }
-    require_alive(*server, "clients reset connections it was writing to");
+    require_alive(*server, "after clients reset connections it was writing to");
     require_serving(*server);
     fds.require_back();
-    require_alive(*server, "clients reset connections it was writing to");
+    require_alive(*server, "after clients reset connections it was writing to");
 }
 
 TEST_CASE("faults clients that abort mid-request and mid-response leave no trace",
@@ -242,7 +140,7 @@ TEST_CASE("faults clients that abort mid-request and mid-response leave no trace
         for (auto& c : conns)
             c.abort();
         conns.clear();
-        require_alive(*server, "clients aborted mid-request");
+        require_alive(*server, "after clients aborted mid-request");
 
         // Mid-response: the server stalled writing, part of it read, then a reset.
         for (int i = 0; i < 2; ++i) {
@@ -258,7 +156,7 @@ TEST_CASE("faults clients that abort mid-request and mid-response leave no trace
         }
         for (auto& c : conns)
             c.abort();
-        require_alive(*server, "clients aborted mid-response");
+        require_alive(*server, "after clients aborted mid-response");
     }
     require_serving(*server);
     fds.require_back();
@@ -318,7 +216,7 @@ TEST_CASE("faults clients that connect and reset at once never pause accepting",
         INFO(kRounds * kResetsPerRound << " clients reset at once\n" << stderr_of(*server));
         CHECK(lines.empty());
     }
-    require_alive(*server, "clients reset at once");
+    require_alive(*server, "after clients reset at once");
     fds.require_back();
 }
 
@@ -345,7 +243,7 @@ TEST_CASE("faults readers that stop reading and disconnect mid-response do not h
         // becomes a reset since responses are unread.
         for (auto& c : slow)
             c.close();
-        require_alive(*server, "clients disconnected mid-response");
+        require_alive(*server, "after clients disconnected mid-response");
         require_serving(*server);
     }
     fds.require_back();

@@ -106,17 +106,6 @@ Outcome outcome(Connection& c) {
     }
 }
 
-std::string stderr_of(const ServerProcess& server) {
-    return "--- server stderr ---\n" + server.stderr_text() + "--- end of stderr ---";
-}
-
-void require_alive(ServerProcess& server, std::string_view when) {
-    const auto status = server.wait_exit(0ms);
-    INFO("the server ended " << when << ": " << (status ? status->describe() : "") << "\n"
-                             << stderr_of(server));
-    REQUIRE_FALSE(status.has_value());
-}
-
 }  // namespace
 
 TEST_CASE(

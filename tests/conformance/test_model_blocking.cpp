@@ -1,11 +1,14 @@
 // server-blocking only: a thread per connection, bounded by --max-connections.
 // At the limit a new connection waits in the listen backlog (its request
 // unread), and is served as soon as a thread frees; nothing is refused or
-// dropped and the server keeps running.
+// dropped and the server keeps running. After a burst the pool shrinks back
+// to --threads.
 #include <catch2/catch.hpp>
 
+#include <fstream>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "conformance.hpp"
@@ -53,6 +56,55 @@ TEST_CASE("blocking at --max-connections new connections wait in the backlog", "
         CHECK(r.body == kJsonBody);
         // The other held connection still works.
         CHECK(held.back().request(make_request("GET", "/")).body == kRootBody);
+    }
+    fds.require_back();
+}
+
+namespace {
+
+// The threads of process `pid` (/proc/<pid>/status).
+std::size_t threads_of(pid_t pid) {
+    std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+    std::string line;
+    while (std::getline(status, line))
+        if (line.starts_with("Threads:")) return std::stoul(line.substr(8));
+    return 0;
+}
+
+}  // namespace
+
+TEST_CASE("blocking the pool shrinks back to --threads once a burst of connections is gone",
+          "[model-blocking]") {
+    // Threads beyond --threads end after --spare-thread-timeout without a
+    // connection; those within it stay.
+    auto server = start_server({"--threads", "2", "--spare-thread-timeout", "1"});
+    const std::size_t at_rest = threads_of(server->pid());
+    REQUIRE(at_rest > 0);
+    const FdBaseline fds(*server);
+    for (int round = 0; round < 2; ++round) {
+        INFO("round " << round);
+        {
+            // Sixteen connections open at once: a thread each.
+            std::vector<Connection> burst;
+            for (int i = 0; i < 16; ++i) {
+                burst.push_back(connect(*server));
+                REQUIRE(burst.back().request(make_request("GET", "/plaintext")).status == 200);
+            }
+            CHECK(threads_of(server->pid()) >= at_rest + 14);
+        }
+        std::size_t now = 0;
+        const bool back = eventually(
+            [&] {
+                now = threads_of(server->pid());
+                return now == at_rest;
+            },
+            20s, 50ms);
+        INFO(now << " threads, " << at_rest << " at rest\n" << stderr_of(*server));
+        REQUIRE(back);
+        // And it stays at --threads: those do not end.
+        std::this_thread::sleep_for(1500ms);
+        CHECK(threads_of(server->pid()) == at_rest);
+        require_serving(*server);
     }
     fds.require_back();
 }

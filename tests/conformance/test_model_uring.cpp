@@ -1,7 +1,8 @@
 // server-uring only: the start-up probe (io_uring denied by a seccomp filter,
 // as in a container with the default profile), the provided buffers resident
-// from the start, the provided-buffer ring running dry and recovering, and
-// recv held back while a client that pipelines without reading owes it output.
+// from the start, the provided-buffer ring running dry and recovering, recv
+// held back while a client that pipelines without reading owes it output,
+// and such clients leaving the ring (and the loop) to the others.
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -237,6 +238,60 @@ TEST_CASE("uring a client that pipelines without reading is held back and then s
                             : std::string_view(request).substr(partial));
         CHECK(c.read_response().body == kPlaintextBody);
         CHECK(c.buffered() == 0);
+    }
+    fds.require_back();
+}
+
+TEST_CASE("uring connections that flood without reading do not starve a separate connection",
+          "[model-uring]") {
+    // Forty-eight connections pipeline without reading, onto a ring of
+    // sixty-four buffers. Once one has outrun its output it gets one buffer
+    // per recv, and only when its output has room: it must not take buffers
+    // (or turns of the loop) the others need. Between two rounds of the
+    // flood's sends, a separate connection asks once, until the server has
+    // stopped reading every flooding connection.
+    auto server = start_server({"--threads", "1", "--uring-buffers", "64"});
+    const FdBaseline fds(*server);
+    {
+        constexpr std::size_t kFlood = 48;
+        const std::string chunk = batch_of(1024);
+        std::vector<Connection> flood;
+        std::vector<std::size_t> offset(kFlood, 0);
+        for (std::size_t i = 0; i < kFlood; ++i)
+            flood.push_back(connect(*server, 10s, kSmallWindow));
+        Connection other = connect(*server, 10s);
+        std::size_t answered = 0;
+        int quiet = 0;  // rounds in which no flooding connection could send
+        const auto deadline = std::chrono::steady_clock::now() + 20s;
+        while (quiet < 20 && std::chrono::steady_clock::now() < deadline) {
+            bool any = false;
+            for (std::size_t i = 0; i < kFlood; ++i) {
+                const ssize_t n = ::send(flood[i].fd(), chunk.data() + offset[i],
+                                         chunk.size() - offset[i], MSG_NOSIGNAL | MSG_DONTWAIT);
+                if (n < 0 && errno != EAGAIN && errno != EINTR)
+                    FAIL("flooding connection " << i << ": " << std::strerror(errno));
+                if (n <= 0) continue;
+                offset[i] = (offset[i] + static_cast<std::size_t>(n)) % chunk.size();
+                any = true;
+            }
+            const Response r = other.request(make_request("GET", "/json"));
+            if (r.status != 200 || r.body != kJsonBody)
+                FAIL("the separate connection's request " << answered << ": " << r.describe());
+            ++answered;
+            quiet = any ? 0 : quiet + 1;
+        }
+        INFO(answered << " requests of the separate connection answered\n" << stderr_of(*server));
+        REQUIRE(quiet >= 20);
+        // The server stopped reading every flooding connection: request
+        // bytes wait unread in each one's receive queue.
+        const auto queues = tcp_queues_by_remote_port(server->port());
+        for (std::size_t i = 0; i < kFlood; ++i) {
+            INFO("flooding connection " << i);
+            const auto q = queues.find(flood[i].local_port());
+            REQUIRE(q != queues.end());
+            CHECK(q->second.rx > 0);
+        }
+        CHECK(other.request(make_request("GET", "/plaintext")).body == kPlaintextBody);
     }
     fds.require_back();
 }

@@ -9,8 +9,11 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -109,6 +112,40 @@ TEST_CASE("a pipelining client that never reads cannot grow server memory or sta
     // connection and whatever was queued for it are released.
     fds.require_back();
     require_serving(*server);
+}
+
+TEST_CASE("pipelining clients that never read cost the server at most 64 KiB each",
+          "[robustness][clients]") {
+    // What the server holds for such a client: its output up to the mark
+    // (--output-mark, 32 KiB by default) and the response that crosses it, the
+    // requests it read but has not answered (a few bytes each, a run of
+    // identical ones as one), and its session. The kernel holds the rest, and
+    // TCP flow control holds the client back.
+    if (SM_TEST_SANITIZED) {
+        std::printf("skipped: under a sanitizer the server's RSS is mostly the sanitizer's\n");
+        std::fflush(stdout);
+        std::_Exit(77);
+    }
+    auto server = start_server({"--threads", "1"});
+    const FdBaseline fds(*server);
+    constexpr std::size_t kClients = 32;
+    const std::size_t rss_before = rss_kib(server->pid());
+    {
+        std::vector<Connection> flood;
+        for (std::size_t i = 0; i < kClients; ++i) {
+            flood.push_back(connect(*server, 10s, conformance::kSmallWindow));
+            conformance::stall_server_writes(*server, flood.back(), i % 2 == 0 ? "/plaintext" : "/json");
+        }
+        const std::size_t rss_after = rss_kib(server->pid());
+        INFO("server RSS " << rss_before << " KiB before " << kClients
+                           << " clients that never read, " << rss_after << " KiB with them: "
+                           << (rss_after - std::min(rss_after, rss_before)) / kClients
+                           << " KiB each");
+        CHECK(rss_after < rss_before + kClients * 64);
+        // The others are served meanwhile.
+        require_serving(*server);
+    }
+    fds.require_back();
 }
 
 TEST_CASE("requests trickled a byte every 50 ms are answered while others are served",

@@ -128,6 +128,33 @@ TEST_CASE(
     CHECK_FALSE(wants_receive(lingering, false, false));
 }
 
+TEST_CASE("feed_limit: the mark with no send in flight, nothing while one is; a read that may "
+          "be answered with more than kKeepCapacity reserves the mark at once",
+          "[send_buffers]") {
+    using sm::runtime::feed_limit;
+    Conn c;
+    CHECK(feed_limit(c, 600, 32 * 1024) == 32 * 1024);  // a 16-deep pipeline: nothing reserved
+    CHECK(c.out.capacity() == 0);
+    CHECK(feed_limit(c, 8192, 32 * 1024) == 32 * 1024);  // a flood's read
+    CHECK(c.out.capacity() == 32 * 1024 + sm::runtime::kResponseSlack);
+    c.sending.append("in flight");
+    CHECK(feed_limit(c, 8192, 32 * 1024) == 0);
+}
+
+TEST_CASE("consume_sent: a drained buffer grown past kKeepCapacity is freed at once",
+          "[send_buffers]") {
+    Conn c;
+    c.sending.append(std::string(2 * kKeepCapacity, 'x'));
+    REQUIRE(sm::runtime::consume_sent(c, kKeepCapacity));
+    CHECK(c.sending.capacity() >= 2 * kKeepCapacity);  // not drained: kept
+    REQUIRE(sm::runtime::consume_sent(c, kKeepCapacity));
+    CHECK(c.sending.capacity() == 0);
+    Conn small;
+    small.sending.append("small");
+    REQUIRE(sm::runtime::consume_sent(small, 5));
+    CHECK(small.sending.capacity() > 0);  // within kKeepCapacity: kept for the next
+}
+
 namespace {
 
 // A completion model's connection: the runtime's record and the two buffers.
@@ -139,10 +166,11 @@ struct ModelConn : sm::test::TestConn {
 
 }  // namespace
 
-TEST_CASE("settle_output: deferred responses are rendered up to the mark; at the mark the "
-          "connection is blocked and receives nothing",
+TEST_CASE("settle_output: what was deferred is rendered once the send is done, up to the mark; "
+          "a connection whose output waits is blocked and receives nothing",
           "[send_buffers]") {
-    using sm::runtime::kOutputMark;
+    constexpr std::size_t kOutputMark = 32 * 1024;  // --output-mark's default
+    using sm::runtime::output_of;
     using sm::runtime::settle_output;
     using sm::test::at;
     sm::test::SessionEnv env;
@@ -150,36 +178,39 @@ TEST_CASE("settle_output: deferred responses are rendered up to the mark; at the
     sm::runtime::Deadlines<ModelConn> deadlines(options);
     ModelConn c(env.cache, env.limits);
     deadlines.start(c, at(0));
-    // Four marks' worth of responses asked for in one read.
+    // Several marks' worth of responses asked for in one read.
     std::string flood;
     while (flood.size() < kOutputMark)
         flood += sm::test::kRequest;
     c.session.feed(std::span<const char>(flood.data(), flood.size()), c.out,
-                   sm::runtime::output_limit(c));
+                   sm::runtime::feed_limit(c, flood.size(), kOutputMark));
     REQUIRE(c.session.deferred());
-    REQUIRE(sm::runtime::output_of(c) >= kOutputMark);
+    REQUIRE(output_of(c) >= kOutputMark);
+    CHECK(output_of(c) < kOutputMark + 200);  // one response past it at most
 
     // The output is full: blocked, no receive.
-    CHECK_FALSE(settle_output(c, deadlines, at(1)));
+    CHECK_FALSE(settle_output(c, deadlines, at(1), kOutputMark));
     CHECK(c.blocked());
     CHECK_FALSE(sm::runtime::wants_receive(c, false, false));
-    // A send takes part of it: the room is filled from what was deferred,
-    // up to the mark again, and it stays blocked.
+    // Sent, in part: nothing more is rendered while the rest is in flight.
     sm::runtime::take_collected(c);
     REQUIRE(sm::runtime::consume_sent(c, kOutputMark / 2));
-    CHECK_FALSE(settle_output(c, deadlines, at(2)));
-    CHECK(sm::runtime::output_of(c) >= kOutputMark);
-    CHECK(sm::runtime::output_of(c) < kOutputMark + 200);
+    CHECK_FALSE(settle_output(c, deadlines, at(2), kOutputMark));
+    CHECK(c.out.empty());
     CHECK(c.blocked());
+    // The rest sent: a mark's worth more is rendered.
+    REQUIRE(sm::runtime::consume_sent(c, c.sending.size()));
+    CHECK_FALSE(settle_output(c, deadlines, at(3), kOutputMark));
+    CHECK(output_of(c) >= kOutputMark);
     // Everything sent, again and again: once nothing is deferred and the
     // output is under the mark, it reads again.
     std::size_t rounds = 0;
-    while (!settle_output(c, deadlines, at(3))) {
+    while (!settle_output(c, deadlines, at(4), kOutputMark)) {
         REQUIRE(++rounds < 100);
         sm::runtime::take_collected(c);
         REQUIRE(sm::runtime::consume_sent(c, c.sending.size()));
     }
     CHECK_FALSE(c.session.deferred());
     CHECK_FALSE(c.blocked());
-    CHECK(sm::runtime::output_of(c) < kOutputMark);
+    CHECK(output_of(c) < kOutputMark);
 }

@@ -1,0 +1,95 @@
+// Back-pressure: a client that pipelines faster than it reads. Once its
+// output reaches the mark the server stops reading it (TCP flow control
+// holds the client back), and while it does, no head or idle deadline runs
+// against the client: it is waiting for its responses, not idling. Only
+// --send-timeout does (no byte of output taken for that long). Nothing is
+// lost: when the client reads again, every response arrives, in order.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <string>
+#include <thread>
+
+#include "conformance.hpp"
+
+using namespace sm::test;
+using namespace sm::test::conformance;
+
+namespace {
+
+// Pairs of pipelined requests, each answered differently, so that the order
+// of the responses shows.
+std::string alternating(std::size_t pairs) {
+    std::string s;
+    for (std::size_t i = 0; i < pairs; ++i)
+        s += make_request("GET", "/plaintext") + make_request("GET", "/json");
+    return s;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "backpressure a client that pipelines past its output and stops reading for longer than "
+    "--header-timeout and --idle-timeout gets every response in order",
+    "[conformance][backpressure]") {
+    // Short timeouts: the pause below is longer than both.
+    auto server = start_server({"--threads", "1", "--header-timeout", "0.2", "--idle-timeout",
+                                "0.4"});
+    const FdBaseline fds(*server);
+    {
+        Connection c = connect(*server, 10s, kSmallWindow);
+        const std::string chunk = alternating(512);
+        const std::string plaintext = make_request("GET", "/plaintext");
+        const std::size_t pair = chunk.size() / 512;
+        // The server stops reading us: it holds a request partly read (its
+        // last read ended inside one, almost surely), and responses.
+        const std::size_t sent = pipeline_until_stalled(*server, c, chunk);
+        std::this_thread::sleep_for(1s);
+
+        // Every complete request is answered, in order.
+        const std::size_t cut = sent % pair;  // where in its pair the last request ends
+        const std::size_t whole = 2 * (sent / pair) + (cut >= plaintext.size() ? 1 : 0);
+        INFO(sent << " request bytes sent: " << whole << " requests whole");
+        widen_window(c);
+        for (std::size_t i = 0; i < whole; ++i) {
+            const Response r = c.read_response();
+            if (r.status != 200 || r.body != (i % 2 == 0 ? kPlaintextBody : kJsonBody))
+                FAIL("response " << i << " of " << whole << ": " << r.describe() << "\n" << r.body);
+        }
+        // The one cut short is answered once it is complete, and the
+        // connection goes on.
+        const std::string rest = chunk.substr(sent % chunk.size()).substr(0, cut >= plaintext.size()
+                                                                                 ? pair - cut
+                                                                                 : plaintext.size() - cut);
+        if (cut != 0 && cut != plaintext.size()) {
+            c.send(rest);
+            const Response r = c.read_response();
+            INFO(r.describe());
+            CHECK(r.status == 200);
+            CHECK(r.body == (cut > plaintext.size() ? kJsonBody : kPlaintextBody));
+        }
+        const Response last = c.request(make_request("GET", "/json"));
+        CHECK(last.body == kJsonBody);
+        CHECK(last.keep_alive);
+    }
+    require_serving(*server);
+    fds.require_back();
+}
+
+TEST_CASE("backpressure a client that takes none of its output for --send-timeout is closed",
+          "[conformance][backpressure]") {
+    // Only the send timeout can end it: the others are far longer than the test.
+    auto server = start_server({"--threads", "1", "--send-timeout", "0.3", "--idle-timeout", "60",
+                                "--header-timeout", "60"});
+    const FdBaseline fds(*server);
+    Connection c = connect(*server, 10s, kSmallWindow);
+    stall_server_writes(*server, c);
+    // Still open here, unread: the server closes its side (and frees its
+    // descriptor) on its own.
+    fds.require_back();
+    const Connection::Closed closed = c.expect_closed(10s);
+    INFO(closed.describe());
+    CHECK(closed.how != Connection::End::timeout);
+    require_serving(*server);
+}
