@@ -190,6 +190,11 @@ class Flood(unittest.TestCase):
             self.assertEqual(sum(f["closed_how"].values()), f["closed_by_server"])
         else:
             self.assertIsNone(f["closed_at_s"])
+        self.assertTrue(0 <= f["open_at_end"] <= f["open_at_load_start"] <= opened, f)
+        self.assertEqual(f["open_at_end"], opened - f["closed_by_server"])
+        self.assertIsInstance(f["kernel_queued_max_bytes"], int)
+        self.assertGreaterEqual(f["kernel_queued_max_bytes"], f["kernel_queued_bytes"] if f["open_at_end"] else 0)
+        self.assertLessEqual(f["load"]["started_at_s"], f["load"]["ended_at_s"])
         tl = f["timeline"]
         self.assertTrue(tl, "no timeline")
         self.assertEqual([e["t_s"] for e in tl], sorted(e["t_s"] for e in tl))
