@@ -24,7 +24,7 @@ from .summary import agreement, compare, scenario_baselines, summarize, thread_s
 from .hosting import ContainerTarget, Engine, describe_options, hosted_targets, parse_hosting
 from .targets import (ALL_TARGETS, DEFAULT_TARGETS, REPO_ROOT, WINE_MODELS, ContenderTarget, H2oTarget,
                       ModelTarget, NginxTarget, Placement, StartError, Target, at_count, parse_contender)
-from .util import Interrupted, SetupError, cpu_list, fmt_duration, log, parse_cpu_list
+from .util import Interrupted, SetupError, cpu_list, cpus_option, fmt_duration, log
 
 EXIT_OK, EXIT_CHECK, EXIT_SETUP, EXIT_PROBLEMS, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 TECHEMPOWER = {"plain": (16, 32, 64, 128, 256, 512), "pipelined": (256, 1024, 4096, 16384)}
@@ -255,9 +255,9 @@ def _resolve(a: argparse.Namespace) -> None:
     allowed = sorted(os.sched_getaffinity(0))
     a.cpus_allowed = cpu_list(allowed)
     half = max(1, len(allowed) // 2)
-    a.server_cpu_list = _cpus(a.server_cpus, allowed[:half], "--server-cpus", allowed)
-    a.client_cpu_list = _cpus(a.client_cpus, allowed[half:] or allowed[:1], "--client-cpus", allowed)
-    a.db_cpu_list = _cpus(a.db_cpus, a.client_cpu_list, "--db-cpus", allowed)
+    a.server_cpu_list = cpus_option(a.server_cpus, allowed[:half], "--server-cpus", allowed)
+    a.client_cpu_list = cpus_option(a.client_cpus, allowed[half:] or allowed[:1], "--client-cpus", allowed)
+    a.db_cpu_list = cpus_option(a.db_cpus, a.client_cpu_list, "--db-cpus", allowed)
     if a.db and a.db_cpus:
         raise ValueError("--db-cpus pins the PostgreSQL the comparison starts; with --db it starts none")
     if a.server_cpu_list and a.client_cpu_list and set(a.server_cpu_list) & set(a.client_cpu_list):
@@ -281,21 +281,6 @@ def _resolve(a: argparse.Namespace) -> None:
     a.loadgen = a.loadgen or a.build_dir / "bench" / "loadgen" / "loadgen"
     a.client_names = clients.parse_list(a.client)
     a.rate_list = fixedload.parse_rates(a.rates) if a.rates else []
-
-
-def _cpus(text: str | None, default: list[int], opt: str, allowed: list[int]) -> list[int] | None:
-    if text is None:
-        return default
-    if text == "none":
-        return None
-    try:
-        cpus = parse_cpu_list(text)
-    except ValueError as e:
-        raise ValueError(f"{opt} {text!r}: {e} (expected a list like 0-3,8, or none)") from None
-    bad = [c for c in cpus if c not in allowed]
-    if bad:
-        raise ValueError(f"{opt} {text!r}: CPU {bad[0]} is not available here (available: {cpu_list(allowed)})")
-    return cpus
 
 
 # ---------------------------------------------------------------------------

@@ -146,6 +146,35 @@ def peak_rss_kib(pid: int) -> int | None:
     return None
 
 
+def reset_peak_rss(pid: int) -> bool:
+    """Set pid's VmHWM (peak_rss_kib) back to its resident memory now, so that
+    it reads the peak since this call (Linux 4.0+); False when that is refused."""
+    try:
+        with open(f"/proc/{pid}/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def read_usage(pid: int) -> dict | None:
+    """VmRSS (KiB) and Threads from /proc/PID/status and the open descriptors, or None if gone."""
+    out = {}
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    out["rss_kib"] = int(line.split()[1])
+                elif line.startswith("Threads:"):
+                    out["threads"] = int(line.split()[1])
+        out["fds"] = len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return None
+    if "rss_kib" not in out:        # a zombie has no memory lines
+        return None
+    return out
+
+
 def sample_pids(pids: list[int]) -> dict[int, dict]:
     """CPU ticks and context switches of these processes (those still alive), now."""
     out = {}
@@ -349,22 +378,39 @@ def stop_all() -> None:
         stop(p)
 
 
-def listen_inodes(port: int) -> set[str]:
-    """The sockets ("socket:[INODE]", as /proc/PID/fd links read) listening on TCP port in this network
-    namespace (any address). Connections that merely use the number (a client's source port, TIME_WAIT)
-    are not among them: they do not keep a server's port bound."""
-    found = set()
+TCP_ESTABLISHED, TCP_LISTEN = "01", "0A"   # the st column of /proc/net/tcp
+
+
+def tcp_sockets() -> list[dict]:
+    """The TCP sockets of this network namespace, from /proc/net/tcp and
+    tcp6: local_port, remote_port, state (the hex st column: TCP_ESTABLISHED,
+    TCP_LISTEN, ...), tx_queue and rx_queue (bytes: unacknowledged sent, and
+    received but not read by the owner; a listener's accept queue), inode
+    ("socket:[INODE]" as /proc/PID/fd links read; 0 once no process holds it)."""
+    out = []
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             with open(table) as f:
                 next(f, None)
                 for line in f:
                     fields = line.split()
-                    if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rpartition(":")[2], 16) == port:
-                        found.add(f"socket:[{fields[9]}]")
+                    if len(fields) <= 9:
+                        continue
+                    tx, _, rx = fields[4].partition(":")
+                    out.append({"local_port": int(fields[1].rpartition(":")[2], 16),
+                                "remote_port": int(fields[2].rpartition(":")[2], 16),
+                                "state": fields[3], "tx_queue": int(tx, 16), "rx_queue": int(rx, 16),
+                                "inode": int(fields[9])})
         except OSError:
             continue
-    return found
+    return out
+
+
+def listen_inodes(port: int) -> set[str]:
+    """The sockets ("socket:[INODE]", as /proc/PID/fd links read) listening on TCP port in this network
+    namespace (any address). Connections that merely use the number (a client's source port, TIME_WAIT)
+    are not among them: they do not keep a server's port bound."""
+    return {f"socket:[{s['inode']}]" for s in tcp_sockets() if s["state"] == TCP_LISTEN and s["local_port"] == port}
 
 
 def listening(port: int) -> bool:

@@ -333,11 +333,16 @@ class PeerTarget(PortTarget):
         d = place.tmp / self.name
         d.mkdir(exist_ok=True)
         self.port = procs.free_port()
+        (d / f"{self.name}.conf").write_text(self.config_text(place, d))
+        self._spawn_on_port(place, self.argv_for(exe, d))
+
+    def config_text(self, place: Placement, d: Path) -> str:
+        """bench/peers/NAME.conf.in with its placeholders filled in (a harness
+        that needs other settings adjusts the text in a subclass)."""
         conf = (PEERS_DIR / f"{self.name}.conf.in").read_text()
         for key, value in self.placeholders(place, d).items():
             conf = conf.replace(f"@{key}@", value)
-        (d / f"{self.name}.conf").write_text(conf)
-        self._spawn_on_port(place, self.argv_for(exe, d))
+        return conf
 
     def describe_version(self, out: str) -> str:
         return (out.splitlines() or [self.name])[0]

@@ -1,7 +1,9 @@
-"""Small shared helpers: logging, number formatting, medians."""
+"""Small shared helpers: logging, number formatting, medians, option values."""
 
 from __future__ import annotations
 
+import argparse
+import re
 import statistics
 import sys
 
@@ -106,3 +108,29 @@ def parse_cpu_list(text: str) -> list[int]:
     if len(set(cpus)) != len(cpus):
         raise ValueError("a CPU is listed twice")
     return cpus
+
+
+def cpus_option(text: str | None, default: list[int] | None, opt: str, allowed: list[int]) -> list[int] | None:
+    """The CPUs a --...-cpus option names: default when it is not given, None
+    (not pinned) for "none"; ValueError naming opt for a bad list or a CPU
+    this process may not run on."""
+    if text is None:
+        return default
+    if text == "none":
+        return None
+    try:
+        cpus = parse_cpu_list(text)
+    except ValueError as e:
+        raise ValueError(f"{opt} {text!r}: {e} (expected a list like 0-3,8, or none)") from None
+    bad = [c for c in cpus if c not in allowed]
+    if bad:
+        raise ValueError(f"{opt} {text!r}: CPU {bad[0]} is not available here (available: {cpu_list(allowed)})")
+    return cpus
+
+
+def parse_time(text: str) -> float:
+    """'10m', '30s', '500ms', '1.5' (seconds) -> seconds; an argparse type."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*", text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a time like 10m, 30s, 500ms or 1.5")
+    return float(m.group(1)) * {"ms": 0.001, "s": 1, None: 1, "m": 60, "h": 3600}[m.group(2)]
