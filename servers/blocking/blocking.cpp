@@ -371,9 +371,12 @@ void Server::serve(Worker& w, int fd) {
         (void)db::fill(session, db, w.out, opts_.output_mark);
         c.clock.track_head(session, Clock::now(), opts_);
         // The responses, then what was deferred for want of room, a mark's
-        // worth at a time (nothing more is read meanwhile).
+        // worth at a time (nothing more is read meanwhile). Written out, they
+        // are progress: the idle time starts from them, not from the read
+        // that asked for them (which may have waited on the database).
         while (true) {
             if (runtime::send_blocking(fd, w.out, c, opts_) != runtime::IoResult::done) return;
+            c.clock.touch(Clock::now());
             if (!session.deferred()) break;
             (void)db::fill(session, db, w.out, opts_.output_mark);
         }

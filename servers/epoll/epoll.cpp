@@ -113,12 +113,18 @@ bool Reactor::adopt(int fd) {
 
 void Reactor::service(Connection& c) {
     int budget = kReadsPerTurn;
+    // A turn ends once it has written a mark's worth (or spent its reads):
+    // a client that keeps the output full (a flood, a reader far behind)
+    // then takes its turns in marks, between the other connections', not
+    // the whole backlog its reads asked for.
+    std::size_t written = 0;
     while (true) {
         if (c.session.deferred()) {
             // Responses the output had no room for come first: nothing is
             // read until they are all out.
             if (c.session.resume(out_, conns_.options().output_mark) == http::Session::Result::close)
                 c.want_close = true;
+            if (c.session.waiting()) db_->submit_jobs(&c, c.session);
             --budget;
         } else {
             read_batch(c, budget);
@@ -126,13 +132,14 @@ void Reactor::service(Connection& c) {
         }
 
         // Write phase: one send() for the whole batch; EPOLLOUT continues it.
+        written += out_.size();
         if (!out_.empty() && !send_out(c)) return;
         if (!c.pending.empty() || c.session.waiting()) return;
         if (!c.session.deferred()) {
             if (c.want_close || c.peer_closed) return finish(c);
             if (!c.input_ready) return;
         }
-        if (budget <= 0) {
+        if (budget <= 0 || written >= conns_.options().output_mark) {
             if (!c.ready_hook.linked()) ready_.push_back(c);
             return;
         }

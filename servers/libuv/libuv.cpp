@@ -71,6 +71,7 @@ Worker::~Worker() {
 
 void Worker::run() {
     uv_timer_init(&loop_, &timer_);
+    uv_idle_init(&loop_, &more_idle_);
     timer_open_ = true;
     if (const int r = uv_poll_init(&loop_, &stop_poll_, stop_.handle()); r != 0)
         throw_uv(r, "uv_poll_init(stop)");
@@ -216,26 +217,44 @@ void Worker::read(uv_stream_t* s, ssize_t nread, const uv_buf_t* buf) {
     // The rest waits for the database (deliver() resumes it).
     if (c.session.waiting()) db_->submit_jobs(&c, c.session);
     if (!out_.empty() && !send_batch(c)) return;
-    if (!send_deferred(c)) return;
-    if (c.session.owes()) {
-        // Reading pauses while a job waits (deliver() resumes it).
-        if (c.reading) uv_read_stop(stream(c.tcp));
-        c.reading = false;
-        return;
-    }
+    if (c.session.owes()) return pause(c);
     if (c.want_close) finish(c);
 }
 
-bool Worker::send_deferred(Connection& c) {
-    // While the socket takes every write whole, the responses the output
-    // had no room for follow, a mark's worth at a time.
-    while (c.session.deferred() && !c.session.waiting()) {
+void Worker::pause(Connection& c) {
+    // Reading pauses while a job waits (deliver() goes on) or responses wait
+    // for room in the output: they follow in the loop's next iteration, a
+    // mark's worth a turn (go_on), so that a client whose requests ask for
+    // more than that (a flood) takes its turns between the others'.
+    if (c.reading) uv_read_stop(stream(c.tcp));
+    c.reading = false;
+    if (!c.session.deferred() || c.session.waiting()) return;
+    more_.push_back_once(c);
+    if (!uv_is_active(handle(more_idle_))) uv_idle_start(&more_idle_, call<&Worker::turns>);
+}
+
+void Worker::turns(uv_idle_t*) {
+    WorkList batch;
+    more_.splice_into(batch);
+    while (Connection* c = batch.pop_front())
+        if (c->open && !c->writing && !c->lingering()) go_on(*c);
+    if (more_.empty()) uv_idle_stop(&more_idle_);
+}
+
+void Worker::go_on(Connection& c) {
+    // The output has room: a mark's worth of what was deferred, then read
+    // again once nothing is owed.
+    if (c.session.deferred() && !c.session.waiting()) {
         if (c.session.resume(out_, opts_.output_mark) == http::Session::Result::close)
             c.want_close = true;
         if (c.session.waiting()) db_->submit_jobs(&c, c.session);
-        if (!out_.empty() && !send_batch(c)) return false;
+        if (!out_.empty() && !send_batch(c)) return;
     }
-    return true;
+    // Reading may resume: a head in progress gets its deadline afresh.
+    if (conns_.deadlines.unblock(c, now())) schedule();
+    if (c.session.owes()) return pause(c);
+    if (conns_.ending(c)) return finish(c);
+    if (!start_reading(c)) close_now(c);
 }
 
 // --- The database ---------------------------------------------------------------
@@ -246,10 +265,8 @@ void Worker::deliver(void* owner, const http::Job& job, const http::JobResult& r
     if (!conns_.complete_job(c, job, result, c.writing ? c.later : out_, now())) return;
     if (c.writing) return;
     if (!out_.empty() && !send_batch(c)) return;
-    if (!send_deferred(c) || c.session.owes()) return;
     // Nothing waits any more: the connection goes on where it paused.
-    if (conns_.ending(c)) return finish(c);
-    if (!start_reading(c)) close_now(c);
+    if (!c.session.waiting()) go_on(c);
 }
 
 void Worker::watch(int fd, bool read, bool write) noexcept {
@@ -350,12 +367,7 @@ void Worker::written(uv_write_t* req, int status) {
         c.later.release();
         if (!send_batch(c)) return;
     }
-    if (!send_deferred(c)) return;
-    // Reading may resume: a head in progress gets its deadline afresh.
-    if (conns_.deadlines.unblock(c, now())) schedule();
-    if (c.session.owes()) return;
-    if (conns_.ending(c)) return finish(c);
-    if (!start_reading(c)) close_now(c);
+    if (!c.session.waiting()) go_on(c);
 }
 
 bool Worker::start_reading(Connection& c) noexcept {
@@ -386,6 +398,7 @@ void Worker::finish(Connection& c) {
 
 void Worker::close_now(Connection& c) {
     if (!c.open) return;
+    WorkList::remove(c);
     conns_.closed(c);
     // Closes the descriptor now; pending requests get UV_ECANCELED and the
     // object is recycled in on_close, after them.

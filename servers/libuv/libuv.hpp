@@ -56,6 +56,7 @@ struct Connection : runtime::ConnectionRecord {
     std::size_t unwritten = 0;  // libuv's write queue at the last idle check
     bool reading = false;       // uv_read_start is in effect
     bool writing = false;       // write_req is in flight; reading is paused
+    runtime::ListHook more_hook;  // in Worker::more_: deferred responses to go on with
 };
 
 class Worker final : db::Loop {
@@ -89,7 +90,9 @@ class Worker final : db::Loop {
     void check_gate();
     void read(uv_stream_t* s, ssize_t nread, const uv_buf_t* buf);
     bool send_batch(Connection& c);
-    bool send_deferred(Connection& c);
+    void pause(Connection& c);
+    void go_on(Connection& c);
+    void turns(uv_idle_t*);
     void written(uv_write_t* req, int status);
     bool start_reading(Connection& c) noexcept;
     void expire_head(Connection& c);
@@ -125,6 +128,12 @@ class Worker final : db::Loop {
     ListenerState listener_state_ = ListenerState::closed;
     uv_poll_t stop_poll_{};
     uv_timer_t timer_{};
+    // Connections with deferred responses to go on with in the next
+    // iteration, and the idle handle (active only while there are some) that
+    // does so without waiting in the poll.
+    using WorkList = runtime::IntrusiveList<Connection, &Connection::more_hook>;
+    WorkList more_;
+    uv_idle_t more_idle_{};
     bool timer_open_ = false;
     bool timer_armed_ = false;
     Clock::time_point timer_due_{};

@@ -327,7 +327,11 @@ void Pool::service(Worker& w, Connection& c, std::uint32_t events) {
 }
 
 bool Pool::send_owed(Worker& w, Connection& c, Clock::time_point& now) {
+    // A mark's worth a turn: a client whose requests ask for more (a flood)
+    // goes back to the queue, behind the others, for the rest.
+    std::size_t written = 0;
     while (true) {
+        written += w.out.size();
         if (!w.out.empty()) {
             const bool ok = flush(c, w.out);
             if (!w.out.empty()) {
@@ -347,6 +351,14 @@ bool Pool::send_owed(Worker& w, Connection& c, Clock::time_point& now) {
             }
         }
         if (!c.session.deferred()) return true;
+        if (written >= opts_.output_mark) {
+            // Written out (the worker's buffer is empty). Ready again at once
+            // if writable; if that write filled the socket, it waits for the
+            // client like any blocked connection.
+            c.clock.block(now);
+            rearm(c, EPOLLOUT);
+            return false;
+        }
         if (db::fill(c.session, w.db ? &*w.db : nullptr, w.out, opts_.output_mark)) {
             now = Clock::now();
             c.clock.touch(now);
