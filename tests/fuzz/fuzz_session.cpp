@@ -22,6 +22,11 @@
 //     Responses held behind jobs come out in request order whatever the
 //     completion order, so the two answers agree as above, and nothing is
 //     left waiting.
+//   - the same in pieces with an output limit (from the input's first
+//     byte), driven as a model drives it (no more input while responses
+//     are deferred; resume() until none is), with the jobs completed after
+//     each step: byte for byte the answer without the limit, and nothing
+//     left deferred or waiting.
 // Small limits make the 413/414/431 paths reachable in short inputs.
 #include <llhttp.h>
 
@@ -151,6 +156,32 @@ void compare(std::string_view a, std::string_view b, std::size_t piece, bool has
     }
 }
 
+// Feeds `in` in pieces of `piece` bytes with `limit` on the output, as a
+// model does: no piece while responses are deferred, resume() first; the
+// jobs completed in order after each step. Returns the whole output.
+std::string_view limited(Session& s, ByteBuffer& total, std::span<const char> in,
+                         std::size_t piece, std::size_t limit) {
+    ByteBuffer out;
+    std::size_t at = 0;
+    for (int steps = 0; at < in.size() || s.owes(); ++steps) {
+        if (steps > 1'000'000) fail("deferred responses are never all rendered");
+        if (s.deferred() && !s.waiting()) {
+            s.resume(out, limit);
+        } else if (at < in.size()) {
+            const std::size_t n = std::min(piece, in.size() - at);
+            s.feed(in.subspan(at, n), out, limit);
+            at += n;
+        } else if (!s.waiting()) {
+            fail("input used up with responses still owed");
+        }
+        complete_jobs(s, out, false);
+        total.append(out.view());
+        out.clear();
+    }
+    if (s.deferred() || s.waiting()) fail("responses left owed");
+    return total.view();
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -195,5 +226,23 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         complete_jobs(db_split, out_db_split, true);
     }
     compare(out_db_whole.view(), out_db_split.view(), piece, has_head);
+
+    // With an output limit (down to one byte): the same answer, byte for
+    // byte, as the same pieces without it.
+    const std::size_t limit = 1 + static_cast<std::size_t>(data[0]) * 61;
+    Session bounded(cache, limits);
+    ByteBuffer out_bounded;
+    if (limited(bounded, out_bounded, in, piece, limit) != b)
+        fail("an output limit changed the answer");
+    Session db_ordered(db_cache, limits);
+    ByteBuffer out_db_ordered;
+    for (std::size_t at = 0; at < in.size(); at += piece) {
+        db_ordered.feed(in.subspan(at, std::min(piece, in.size() - at)), out_db_ordered);
+        complete_jobs(db_ordered, out_db_ordered, false);
+    }
+    Session db_bounded(db_cache, limits);
+    ByteBuffer out_db_bounded;
+    if (limited(db_bounded, out_db_bounded, in, piece, limit) != out_db_ordered.view())
+        fail("an output limit changed the answer with the workloads on");
     return 0;
 }

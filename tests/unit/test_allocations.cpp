@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <new>
+#include <span>
 #include <string>
 
 #include "support/count_allocations.hpp"
@@ -111,6 +112,31 @@ TEST_CASE("session answers the workloads without allocating once warm", "[alloca
     CHECK(g_allocations.load() - before == 0);
     CHECK(h.session.responses() == 12 * 101);
     CHECK(memory.session.responses() == 101);
+}
+
+TEST_CASE("session defers and renders a flood without allocating once warm",
+          "[allocations][session]") {
+    // A client that pipelines past its output limit: the same request over
+    // and over is one deferred entry, rendered a limit's worth at a time.
+    const std::string one = "GET /plaintext HTTP/1.1\r\nHost: test\r\n\r\n";
+    std::string flood;
+    for (int i = 0; i < 1000; ++i)
+        flood += one;
+    SessionHarness h;
+    auto round = [&] {
+        h.out.clear();
+        h.session.feed(std::span<const char>(flood.data(), flood.size()), h.out, 4096);
+        while (h.session.deferred()) {
+            h.out.clear();
+            h.session.resume(h.out, 4096);
+        }
+    };
+    round();  // warm up: the output buffer and the deferred queue grow once
+    const std::size_t before = g_allocations.load();
+    for (int i = 0; i < 50; ++i)
+        round();
+    CHECK(g_allocations.load() - before == 0);
+    CHECK(h.session.responses() == 1000 * 51);
 }
 
 TEST_CASE("allocations the counter sees an allocation", "[allocations]") {
