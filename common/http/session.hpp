@@ -77,7 +77,7 @@ class Session {
     Result resume(ByteBuffer& out, std::size_t limit) noexcept;
     // Responses wait to be rendered for want of room in the output: the
     // model should not read until resume() has rendered them all.
-    [[nodiscard]] bool deferred() const noexcept { return deferred_first_ != deferred_.size(); }
+    [[nodiscard]] bool deferred() const noexcept { return !deferred_.empty(); }
     // Some request read is not answered in the output yet: a response waits
     // for a job or is deferred. The connection must not be closed as done.
     [[nodiscard]] bool owes() const noexcept { return waiting() || deferred(); }
@@ -200,6 +200,11 @@ class Session {
     // defers it behind the others.
     void emit(const Answer& a) noexcept;
     void render(Answer a) noexcept;
+    // Room is left for another response in what it would be rendered into:
+    // the model's output under its limit, or, behind a waiting job, held_room_.
+    [[nodiscard]] bool has_room() const noexcept {
+        return waiting() ? held_room_ > 0 : out_->size() < limit_;
+    }
     // Renders deferred answers while room is left.
     void render_deferred() noexcept;
     // Where the next response goes: the model's output, or behind the last
@@ -305,15 +310,19 @@ class Session {
     std::uint64_t epoch_ = 0;
     std::uint64_t jobs_ = 0;  // jobs queued on this connection: each one's id
 
-    // Deferred answers, [deferred_first_, size()) in order. Empty (and with
-    // no memory) unless the client outruns its output limit.
+    // Deferred answers, [deferred_first_, size()) in order; emptied once all
+    // are rendered. Empty (and with no memory) unless the client outruns
+    // its output limit.
     std::vector<Deferred> deferred_;
     std::size_t deferred_first_ = 0;
     // The detail of a deferred failure (a static string: llhttp's reasons
     // and the session's own are string literals).
     std::string_view fail_detail_;
-    // Bytes feed() or resume() may still render before deferring.
-    std::size_t room_ = kNoLimit;
+    // The size of the model's output at which feed() and resume() defer.
+    std::size_t limit_ = kNoLimit;
+    // Bytes that may still be rendered behind a waiting job (each job
+    // counting kJobRoom), set when the first job of a call is held.
+    std::size_t held_room_ = 0;
 };
 
 // When a model's --header-timeout deadline starts: at a head's first byte,

@@ -4,7 +4,9 @@
 //   - one multishot recv per connection, into buffers the thread provides
 //     through a buffer ring: memory follows the data in flight, not the
 //     number of connections, and a buffer goes back to the ring as soon as
-//     its bytes are fed to the connection's http::Session;
+//     its bytes are fed to the connection's http::Session; a connection
+//     that once outran its output (--output-mark) gets one buffer per recv
+//     from then on, posted only when its output has room;
 //   - the responses a completion batch produces for a connection collect in
 //     its output buffer and leave with one IORING_OP_SEND per connection per
 //     submission (one send in flight per connection);
@@ -48,8 +50,8 @@ struct alignas(8) Connection : runtime::ConnectionRecord {
     bool recv_armed = false;       // a recv is in flight
     bool multishot_armed = false;  // ... and it is a multishot one
     bool recv_cancelling = false;  // an ASYNC_CANCEL for it is on its way
-    // The client once outran its output (or a job held it): one buffer per
-    // recv from then on (see Worker::arm_recv).
+    // The client once outran its output: one buffer per recv from then on
+    // (see Worker::arm_recv).
     bool single_shot = false;
     bool send_in_flight = false;
     bool closing = false;         // cancelled: closed and recycled when ops reaches 0
