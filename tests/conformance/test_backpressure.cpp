@@ -90,11 +90,10 @@ TEST_CASE("backpressure a client that takes none of its output for --send-timeou
     const FdBaseline fds(*server);
     Connection c = connect(*server, 10s, kSmallWindow);
     stall_server_writes(*server, c);
-    // Still open here, unread: the server closes its side (and frees its
-    // descriptor) on its own.
+    // Still open on this side, unread: the server closes the connection (its
+    // descriptor back to the baseline) on its own. (What this side then sees
+    // depends on the kernel: a reset, or megabytes of queued responses
+    // through our small window before a FIN.)
     fds.require_back();
-    const Connection::Closed closed = c.expect_closed(10s);
-    INFO(closed.describe());
-    CHECK(closed.how != Connection::End::timeout);
     require_serving(*server);
 }
