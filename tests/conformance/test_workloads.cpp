@@ -190,6 +190,17 @@ void check_techempower_verifier_accepts(const std::string& body) {
     CHECK(r.status.clean());
 }
 
+// GET /fortunes as TechEmpower's verifier asks for it: TechEmpower's page,
+// byte for byte, which its verifier accepts.
+void require_techempower_page(const ServerProcess& server) {
+    Connection c = connect(server);
+    const Response r = c.request(techempower_request("/fortunes"));
+    INFO(r.describe());
+    REQUIRE(r.status == 200);
+    check_techempower_verifier_accepts(r.body);
+    CHECK(r.body == kTechEmpowerPage);
+}
+
 void check_fortunes_head(const Response& head, const Response& get) {
     INFO("HEAD: " << head.describe());
     CHECK(head.status == 200);
@@ -513,14 +524,7 @@ TEST_CASE("workloads fortunes from memory pass TechEmpower's verifier",
     INFO("server options: " << joined(extra));
     auto server = start_server(extra);
     const FdBaseline fds(*server);
-    {
-        Connection c = connect(*server);
-        const Response r = c.request(techempower_request("/fortunes"));
-        INFO(r.describe());
-        REQUIRE(r.status == 200);
-        check_techempower_verifier_accepts(r.body);
-        CHECK(r.body == kTechEmpowerPage);
-    }
+    require_techempower_page(*server);
     fds.require_back();
 }
 
@@ -736,14 +740,7 @@ TEST_CASE("workloads db fortunes from the database pass TechEmpower's verifier",
     const std::string url = pg::fixture_url_or_skip();
     auto server = start_server(with_db(url, {"--fortunes", "db"}));
     const DbFdBaseline fds(*server, pg::url_port(url), 1);
-    {
-        Connection c = connect(*server);
-        const Response r = c.request(techempower_request("/fortunes"));
-        INFO(r.describe());
-        REQUIRE(r.status == 200);
-        check_techempower_verifier_accepts(r.body);
-        CHECK(r.body == kTechEmpowerPage);
-    }
+    require_techempower_page(*server);
     fds.require_back();
 }
 

@@ -25,34 +25,16 @@ prerequisite is missing: the reason is printed).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import unittest
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+from soaktest import Config, main, processes_with, run_tool
+
 REQUEST_BYTES = 36   # "GET /plaintext HTTP/1.1\r\nHost: f\r\n\r\n"
-
-
-class Config:
-    repo: Path = HERE.parents[1]
-    build_dir: Path = HERE.parents[1] / "build" / "release"
-
-    @classmethod
-    def flood(cls) -> Path:
-        return cls.repo / "bench" / "soak" / "flood"
-
-    @classmethod
-    def server(cls) -> Path:
-        return cls.build_dir / "servers" / "epoll" / "server-epoll"
-
-    @classmethod
-    def loadgen(cls) -> Path:
-        return cls.build_dir / "bench" / "loadgen" / "loadgen"
 
 
 def cpus() -> list[str]:
@@ -66,30 +48,6 @@ def cpus() -> list[str]:
 SMALL = ["--targets", "epoll", "--flood-connections", "10", "--duration", "2s", "--warmup", "1s",
          "--rate", "1000", "--connections", "8", "--pause-clients", "2", "--pause-requests", "3000",
          "--pause", "1s", "--read-timeout", "10s", "--send-watch", "2s"]
-
-
-def run_flood(args: list[str], timeout: float) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(Config.flood()), "--build-dir", str(Config.build_dir), *args],
-                          capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
-                          env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
-
-
-def processes_with(text: str) -> list[str]:
-    """Command lines of live processes that mention text."""
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit() or int(d) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{d}/cmdline", "rb") as f:
-                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
-            with open(f"/proc/{d}/stat") as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if text in cmd and state != "Z":
-            out.append(f"pid {d}: {cmd}")
-    return out
 
 
 class Flood(unittest.TestCase):
@@ -107,7 +65,7 @@ class Flood(unittest.TestCase):
     def test_short_run(self) -> None:
         with tempfile.TemporaryDirectory(prefix="sm-flood-test-") as tmp:
             out, logs = Path(tmp) / "flood.json", Path(tmp) / "logs"
-            r = run_flood([*SMALL, *cpus(), "--json", str(out), "--logs", str(logs)], timeout=100)
+            r = run_tool("flood", [*SMALL, *cpus(), "--json", str(out), "--logs", str(logs)], timeout=100)
             context = f"\nstdout:\n{r.stdout}\nstderr:\n{r.stderr}"
             self.assertEqual(r.returncode, 0, "flood did not exit 0" + context)
             for title in ("flood: 10 connections", "pause: 2 clients", "send-timeout: one client"):
@@ -252,43 +210,18 @@ class Usage(unittest.TestCase):
                            (["--server-cpus", "9999"], "--server-cpus"), (["--contender", "x"], "--contender"),
                            (["--pause-requests", "many"], "--pause-requests")):
             with self.subTest(args=args):
-                r = run_flood(args, timeout=30)
+                r = run_tool("flood", args, timeout=30)
                 self.assertEqual(r.returncode, 2, r.stderr)
                 self.assertIn(says, r.stderr)
                 self.assertNotIn("starting", r.stderr)
         with tempfile.TemporaryDirectory(prefix="sm-flood-test-") as tmp:
-            r = run_flood(["--targets", "epoll", "--loadgen", str(Path(tmp) / "missing")], timeout=30)
+            r = run_tool("flood", ["--targets", "epoll", "--loadgen", str(Path(tmp) / "missing")], timeout=30)
             self.assertEqual(r.returncode, 2, r.stderr)
             self.assertIn("loadgen not found", r.stderr)
-        r = run_flood(["--help"], timeout=30)
+        r = run_tool("flood", ["--help"], timeout=30)
         self.assertEqual(r.returncode, 0)
         self.assertIn("How the hostile clients are generated", r.stdout)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(add_help=False)
-    ap.add_argument("--build-dir")
-    ap.add_argument("--repo")
-    known, rest = ap.parse_known_args()
-    if known.repo:
-        Config.repo = Path(known.repo).resolve()
-    if known.build_dir:
-        Config.build_dir = Path(known.build_dir).resolve()
-    elif os.environ.get("SM_BUILD_DIR"):
-        Config.build_dir = Path(os.environ["SM_BUILD_DIR"]).resolve()
-    else:
-        Config.build_dir = Config.repo / "build" / "release"
-    print(f"flood {Config.flood()}, build dir {Config.build_dir}, python {sys.executable}", file=sys.stderr)
-    prog = unittest.main(module="__main__", argv=[sys.argv[0]] + rest, exit=False, verbosity=2)
-    result = prog.result
-    if not result.wasSuccessful():
-        sys.exit(1)
-    if result.testsRun and len(result.skipped) == result.testsRun:
-        for _, why in result.skipped:
-            print(f"skipped: {why}", file=sys.stderr)
-        sys.exit(77)
-    sys.exit(0)
-
-
 if __name__ == "__main__":
-    main()
+    main("flood")

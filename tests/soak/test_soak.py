@@ -20,63 +20,23 @@ when every test that ran was skipped.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
-import os
-import subprocess
-import sys
 import tempfile
 import time
 import unittest
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-
-
-class Config:
-    repo: Path = HERE.parents[1]
-    build_dir: Path = HERE.parents[1] / "build" / "release"
-    sanitized = False
-
-    @classmethod
-    def soak(cls) -> Path:
-        return cls.repo / "bench" / "soak" / "soak"
-
+from soaktest import Config, main, processes_with, run_tool
 
 # Light load, so that the test does not disturb tests running next to it.
 LIGHT = ["--rate", "2000", "--connections", "8", "--churn-rate", "200", "--churn-connections", "2",
          "--pipeline-connections", "2", "--burst", "1s", "--sample-interval", "500ms", "--seed", "7"]
 
 
-def run_soak(args: list[str], timeout: float) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(Config.soak()), "--build-dir", str(Config.build_dir), *args],
-                          capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
-                          env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
-
-
-def processes_with(text: str) -> list[str]:
-    """Command lines of live processes that mention text."""
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit() or int(d) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{d}/cmdline", "rb") as f:
-                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
-            with open(f"/proc/{d}/stat") as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if text in cmd and state != "Z":
-            out.append(f"pid {d}: {cmd}")
-    return out
-
-
 class Smoke(unittest.TestCase):
     def test_short_run_flat(self) -> None:
-        for exe in (Config.build_dir / "servers" / "epoll" / "server-epoll",
-                    Config.build_dir / "bench" / "loadgen" / "loadgen"):
+        for exe in (Config.server(), Config.loadgen()):
             self.assertTrue(exe.exists(), f"{exe} is not built")
         with tempfile.TemporaryDirectory(prefix="sm-soak-test-") as tmp:
             out = Path(tmp) / "out"
@@ -84,7 +44,7 @@ class Smoke(unittest.TestCase):
             if Config.sanitized:
                 args += ["--rss-slack", "100000"]
             t0 = time.monotonic()
-            r = run_soak(args, timeout=90)
+            r = run_tool("soak", args, timeout=90)
             took = time.monotonic() - t0
             context = f"\nstdout:\n{r.stdout}\nstderr:\n{r.stderr}"
             self.assertEqual(r.returncode, 0, "soak did not exit 0" + context)
@@ -152,40 +112,15 @@ class Usage(unittest.TestCase):
                                                                    "--warmup"),
                            (["--server-cpus", "999"], "--server-cpus"), (["--rate", "-1"], "--rate")):
             with self.subTest(args=args):
-                r = run_soak(args, timeout=30)
+                r = run_tool("soak", args, timeout=30)
                 self.assertEqual(r.returncode, 2, r.stderr)
                 self.assertIn(says, r.stderr)
                 self.assertNotIn("starting", r.stderr)
         with tempfile.TemporaryDirectory(prefix="sm-soak-test-") as tmp:
-            r = run_soak(["--models", "epoll", "--loadgen", str(Path(tmp) / "missing"), "--out", tmp], timeout=30)
+            r = run_tool("soak", ["--models", "epoll", "--loadgen", str(Path(tmp) / "missing"), "--out", tmp], timeout=30)
             self.assertEqual(r.returncode, 2, r.stderr)
             self.assertIn("loadgen not found", r.stderr)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(add_help=False)
-    ap.add_argument("--build-dir")
-    ap.add_argument("--repo")
-    ap.add_argument("--sanitized", action="store_true")
-    known, rest = ap.parse_known_args()
-    if known.repo:
-        Config.repo = Path(known.repo).resolve()
-    if known.build_dir:
-        Config.build_dir = Path(known.build_dir).resolve()
-    elif os.environ.get("SM_BUILD_DIR"):
-        Config.build_dir = Path(os.environ["SM_BUILD_DIR"]).resolve()
-    else:
-        Config.build_dir = Config.repo / "build" / "release"
-    Config.sanitized = known.sanitized
-    print(f"soak {Config.soak()}, build dir {Config.build_dir}, python {sys.executable}", file=sys.stderr)
-    prog = unittest.main(module="__main__", argv=[sys.argv[0]] + rest, exit=False, verbosity=2)
-    result = prog.result
-    if not result.wasSuccessful():
-        sys.exit(1)
-    if result.testsRun and len(result.skipped) == result.testsRun:
-        sys.exit(77)
-    sys.exit(0)
-
-
 if __name__ == "__main__":
-    main()
+    main("soak")
