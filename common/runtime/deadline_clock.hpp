@@ -15,6 +15,12 @@
 //   send_timeout). No head or idle deadline runs against a client we are
 //   not reading from; when reading resumes, a head in progress gets its
 //   deadline afresh.
+//   Written output is not yet taken output: the kernel may hold megabytes
+//   of it on their way to a slow reader after the model's own buffer
+//   drained. So when an idle or head deadline passes, the engine first asks
+//   delivering(): while the kernel's queue of unacknowledged output for the
+//   socket moves between two looks, the client is receiving, and the
+//   deadlines start again from then.
 // - lingering: the lingering close (deadlines.hpp), bounded by
 //   --linger-timeout from its start, whatever the client does.
 //
@@ -34,6 +40,7 @@
 #include "http/session.hpp"
 #include "runtime/clock.hpp"
 #include "runtime/options.hpp"
+#include "runtime/platform.hpp"
 
 namespace sm::runtime {
 
@@ -111,8 +118,30 @@ class DeadlineClock {
         linger_deadline_.store(ticks(now + o.linger_timeout));
         phase_.store(Phase::lingering);
     }
+    // A reading deadline (idle, or a late head) has passed: is the client
+    // still taking output the kernel holds for `socket` (unsent_output())?
+    // True when that queue is not empty and has moved since the last look:
+    // it is receiving its responses, neither idle nor slow with a head, so
+    // the idle deadline and a running head's start again from `now` (the
+    // engine re-files them). False when the queue is empty (or the platform
+    // does not say), or has not moved over a whole timeout, and the deadline
+    // applies: a client that takes none of it is closed one timeout later
+    // than one with nothing queued. Not while blocked or lingering.
+    bool delivering(NativeHandle socket, Clock::time_point now, const ServerOptions& o) noexcept {
+        if (phase() != Phase::reading) return false;
+        const auto unsent = static_cast<std::uint32_t>(
+            std::min<std::size_t>(unsent_output(socket), UINT32_MAX));
+        const std::uint32_t before = unsent_.load();
+        unsent_.store(unsent);
+        if (unsent == 0 || unsent == before) return false;
+        touch(now);
+        if (head_running()) head_deadline_.store(ticks(now + o.header_timeout));
+        return true;
+    }
+
     // A new connection (a recycled one's clock starts over).
     void start(Clock::time_point now) noexcept {
+        unsent_.store(0);
         clear_head();
         linger_deadline_.store(0);
         phase_.store(Phase::reading);
@@ -171,6 +200,7 @@ class DeadlineClock {
     Cell<Clock::rep> head_deadline_;  // 0: no request head in progress
     Cell<Clock::rep> linger_deadline_;
     Cell<Phase> phase_;
+    Cell<std::uint32_t> unsent_;  // the kernel's unsent output at delivering()'s last look
     http::HeadMark head_;  // which head the deadline is for (the owner's only)
 };
 

@@ -19,6 +19,7 @@
 #include <cassert>
 #include <chrono>
 #include <type_traits>
+#include <utility>
 
 #include "http/session.hpp"
 #include "runtime/clock.hpp"
@@ -31,7 +32,9 @@ namespace sm::runtime {
 
 // The part of a connection the event loops' shared lifecycle keeps: its
 // state (connection_state.hpp) and the hooks of the lists below; a model's
-// connection derives from it (using ConnectionRecord::ConnectionRecord).
+// connection derives from it (using ConnectionRecord::ConnectionRecord),
+// and the model says where its socket is with a function found by ADL,
+// `NativeHandle socket_of(const Conn&)` (for DeadlineClock::delivering).
 struct ConnectionRecord : ConnectionState<Plain> {
     using ConnectionState::ConnectionState;
 
@@ -143,13 +146,26 @@ class Deadlines {
     // job out: its session waits for the database, whose statement timeout
     // bounds the wait). A connection for which progressed(c) says it made
     // progress the model could not see as it happened (libuv reports only
-    // whole writes) is touched instead of closed.
+    // whole writes) is touched instead of closed; one whose client is still
+    // taking output the kernel holds (DeadlineClock::delivering) has its
+    // idle and head deadlines started again.
     template <typename Close, typename Head, typename Progressed = NoHiddenProgress>
     void expire(Clock::time_point now, Close&& close, Head&& head, Progressed&& progressed = {}) {
         auto run = [&](auto& list, auto deadline) {
             while (!list.empty() && deadline(front(list)) <= now) {
                 Conn& c = front(list);
-                switch (c.clock.due(now, options_, c.session.waiting())) {
+                const Due due = c.clock.due(now, options_, c.session.waiting());
+                if ((due == Due::close || due == Due::head) &&
+                    c.clock.delivering(socket_of(std::as_const(c)), now, options_)) {
+                    IdleList::remove(c);
+                    idle_.push_back(c);
+                    if (c.clock.head_running()) {
+                        HeadList::remove(c);
+                        heads_.push_back(c);
+                    }
+                    continue;
+                }
+                switch (due) {
                     case Due::close:
                         if (!c.lingering() && progressed(c)) {
                             touch(c, now);

@@ -136,4 +136,11 @@ bool set_nodelay(NativeHandle socket) noexcept;
 // close at once instead (--linger-timeout 0, or the peer is already gone).
 bool start_lingering_close(NativeHandle socket, std::chrono::milliseconds timeout) noexcept;
 
+// The bytes of output the kernel still holds for `socket` that the client
+// has not acknowledged (Linux: SIOCOUTQ). 0 when it holds none, or where
+// the platform does not say (Winsock has no count of it that Wine
+// implements): the deadlines then apply as though it held none
+// (DeadlineClock::delivering).
+std::size_t unsent_output(NativeHandle socket) noexcept;
+
 }  // namespace sm::runtime

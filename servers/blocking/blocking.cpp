@@ -330,7 +330,13 @@ void Server::serve(Worker& w, int fd) {
     std::chrono::milliseconds rcv_timeout = opts_.idle_timeout;
     while (true) {
         auto now = Clock::now();
-        switch (c.clock.due(now, opts_, false)) {
+        runtime::Due due = c.clock.due(now, opts_, false);
+        // The client may still be taking output the kernel holds: then its
+        // deadlines start again.
+        if ((due == runtime::Due::close || due == runtime::Due::head) &&
+            c.clock.delivering(fd, now, opts_))
+            due = runtime::Due::nothing;
+        switch (due) {
             case runtime::Due::close: return;  // closed like any idle connection
             case runtime::Due::head:
                 // Everything answered so far is written: the 408 follows it.

@@ -74,6 +74,11 @@ struct Connection : runtime::ConnectionRecord {
     runtime::ListHook work_hook;  // in Worker::work_: needs a look after the batch
 };
 
+// Where runtime::Deadlines looks for what the kernel still holds.
+inline runtime::NativeHandle socket_of(const Connection& c) noexcept {
+    return static_cast<runtime::NativeHandle>(c.socket);
+}
+
 // A socket waiting for AcceptEx to give it a connection.
 struct AcceptSlot {
     Op op{.kind = Op::accept};

@@ -220,7 +220,13 @@ void Pool::sweep(Clock::time_point now) {
         // worker may be waiting for the database, whose own statement
         // timeout bounds the wait. The worker renews the idle time.
         const bool armed = c.armed.load(std::memory_order_acquire);
-        switch (c.clock.due(now, opts_, !armed)) {
+        const runtime::Due due = c.clock.due(now, opts_, !armed);
+        if (due == runtime::Due::nothing || due == runtime::Due::renew) return;
+        // The client may still be taking output the kernel holds: then its
+        // deadlines start again (the clock's cells are atomics, and only
+        // an armed connection's deadlines act, as below).
+        if (armed && c.clock.delivering(c.fd, now, opts_)) return;
+        switch (due) {
             case runtime::Due::nothing:
             case runtime::Due::renew: return;
             case runtime::Due::close:

@@ -3,7 +3,9 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
+#include <linux/sockios.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -118,6 +120,12 @@ std::string error_text(int err) {
 
 bool start_lingering_close(NativeHandle socket, std::chrono::milliseconds timeout) noexcept {
     return timeout.count() != 0 && ::shutdown(socket, SHUT_WR) == 0;
+}
+
+std::size_t unsent_output(NativeHandle socket) noexcept {
+    int queued = 0;
+    if (::ioctl(socket, SIOCOUTQ, &queued) != 0 || queued < 0) return 0;
+    return static_cast<std::size_t>(queued);
 }
 
 }  // namespace sm::runtime

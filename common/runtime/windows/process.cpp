@@ -143,4 +143,10 @@ bool start_lingering_close(NativeHandle socket, std::chrono::milliseconds timeou
     return timeout.count() != 0 && ::shutdown(as_socket(socket), SD_SEND) == 0;
 }
 
+std::size_t unsent_output(NativeHandle) noexcept {
+    // SIO_TCP_INFO (Windows 10 1703 and later) would say; Wine does not
+    // implement it, so untested here: none.
+    return 0;
+}
+
 }  // namespace sm::runtime

@@ -1,7 +1,7 @@
 // The platform contract (runtime/platform.hpp) as runtime/posix implements
 // it, where that differs from other platforms: SO_REUSEPORT listeners and
 // their descriptor flags, the stop signal's eventfd, errno values and their
-// texts, pthread stack sizes, affinity. Checked with the system's own calls
+// texts, pthread stack sizes, affinity, the output the kernel still holds. Checked with the system's own calls
 // (getsockname, fcntl, poll) on real descriptors. The platform-neutral
 // cases are in ../test_platform.cpp.
 #include <fcntl.h>
@@ -25,11 +25,17 @@
 #include <vector>
 
 #include "runtime/cpu.hpp"
+#include "runtime/deadlines.hpp"
 #include "runtime/platform.hpp"
 #include "runtime/posix/unique_fd.hpp"
+#include "runtime_test_support.hpp"
 #include "socket_support.hpp"
 
 using sm::runtime::AcceptError;
+using sm::runtime::Deadlines;
+using sm::runtime::kNoHandle;
+using sm::runtime::ServerOptions;
+using sm::runtime::unsent_output;
 using sm::runtime::Listener;
 using sm::runtime::StopSignal;
 using sm::runtime::UniqueFd;
@@ -232,4 +238,66 @@ TEST_CASE("platform posix allowed_cpus and pin_current_thread", "[platform]") {
         pinned = sm::runtime::allowed_cpus();
     }).join();
     CHECK(pinned == std::vector{cpus.back()});
+}
+
+TEST_CASE("platform: unsent_output is what the peer has not taken of what we wrote, and "
+          "the deadlines wait for it while it moves",
+          "[platform][deadlines]") {
+    // runtime::Deadlines with a real socket: its peer reads nothing at
+    // first, then some, then nothing more. Time is explicit (test_options:
+    // idle 100 ms, head 30 ms).
+    using sm::test::at;
+    SocketPair pair;
+    CHECK(unsent_output(pair.ours.get()) == 0);
+    CHECK(unsent_output(kNoHandle) == 0);
+    const std::string block(16 * 1024, 'x');
+    REQUIRE(::write(pair.ours.get(), block.data(), block.size()) == ssize_t(block.size()));
+    REQUIRE(::write(pair.ours.get(), block.data(), block.size()) == ssize_t(block.size()));
+    const std::size_t unread = unsent_output(pair.ours.get());
+    CHECK(unread >= 2 * block.size());
+
+    sm::test::SessionEnv env;
+    const ServerOptions options = sm::test::test_options();
+    Deadlines<sm::test::TestConn> d(options);
+    sm::test::TestConn c(env.cache, env.limits);
+    c.socket = pair.ours.get();
+    d.start(c, at(0));
+    // A head begun, then the client only reads (a pipelining client whose
+    // last request is cut, taking its responses).
+    sm::test::feed(c.session, sm::test::kHeadStart);
+    REQUIRE(d.track_head(c, at(0)));
+    int closed = 0;
+    int late = 0;
+    const auto expire = [&](int ms) {
+        d.expire(
+            at(ms),
+            [&](sm::test::TestConn& x) {
+                ++closed;
+                Deadlines<sm::test::TestConn>::forget(x);
+            },
+            [&](sm::test::TestConn&) { ++late; });
+    };
+    // The head deadline passes with output queued: the first look sees it
+    // (it moved from nothing), so the head's deadline starts again.
+    expire(30);
+    CHECK(late == 0);
+    CHECK(c.clock.head_deadline() == at(60));
+    CHECK(d.next() == at(60));
+    // The client takes some: again.
+    std::string sink(block.size(), '\0');
+    REQUIRE(::read(pair.peer.get(), sink.data(), sink.size()) > 0);
+    CHECK(unsent_output(pair.ours.get()) < unread);
+    expire(60);
+    CHECK(late == 0);
+    CHECK(c.clock.head_deadline() == at(90));
+    // It takes nothing over a whole head timeout: the head is late.
+    expire(90);
+    CHECK(late == 1);
+    CHECK(closed == 0);
+    // And the idle deadline, from the last renewal, closes it likewise: the
+    // queue has not moved since the last look.
+    c.session.reset();
+    d.track_head(c, at(90));
+    expire(160);
+    CHECK(closed == 1);
 }

@@ -332,3 +332,14 @@ TEST_CASE("platform windows allowed_cpus and pin_current_thread", "[platform]") 
     }).join();
     CHECK(mask == DWORD_PTR{1} << cpus.back());
 }
+
+TEST_CASE("platform: unsent_output says nothing on Winsock (the deadlines apply as written)",
+          "[platform]") {
+    // SIO_TCP_INFO would say, on Windows 10 1703 and later; Wine does not
+    // implement it. So a connection's idle and head deadlines there run
+    // from the model's last write, not from the client's last byte taken.
+    sm::runtime::test::SocketPair pair;
+    const char byte = 'x';
+    REQUIRE(::send(as_socket(pair.ours.get()), &byte, 1, 0) == 1);
+    CHECK(sm::runtime::unsent_output(pair.ours.get()) == 0);
+}
