@@ -17,10 +17,10 @@
 //   deadline afresh.
 //   Written output is not yet taken output: the kernel may hold megabytes
 //   of it on their way to a slow reader after the model's own buffer
-//   drained. So when an idle or head deadline passes, the engine first asks
-//   delivering(): while the kernel's queue of unacknowledged output for the
-//   socket moves between two looks, the client is receiving, and the
-//   deadlines start again from then.
+//   drained. So when an idle or head deadline passes, expire() first asks
+//   the kernel: while its queue of unacknowledged output for the socket
+//   moves between two looks (to empty included), the client is receiving,
+//   and the deadlines start again from then (Due::delivering).
 // - lingering: the lingering close (deadlines.hpp), bounded by
 //   --linger-timeout from its start, whatever the client does.
 //
@@ -50,6 +50,10 @@ enum class Due : std::uint8_t {
     close,  // idle, no output accepted for --send-timeout, or the linger is over
     head,   // the request head is late: the model answers 408 or closes
     renew,  // idle, but busy: the idle deadline starts again (touch)
+    // An idle or head deadline passed while the client was still taking
+    // output the kernel holds (DeadlineClock::expire): both started again
+    // from now; an engine that indexes them files them anew.
+    delivering,
 };
 
 // Where the clock keeps its values: a plain field when one thread owns the
@@ -118,25 +122,30 @@ class DeadlineClock {
         linger_deadline_.store(ticks(now + o.linger_timeout));
         phase_.store(Phase::lingering);
     }
-    // A reading deadline (idle, or a late head) has passed: is the client
-    // still taking output the kernel holds for `socket` (unsent_output())?
-    // True when that queue is not empty and has moved since the last look:
-    // it is receiving its responses, neither idle nor slow with a head, so
-    // the idle deadline and a running head's start again from `now` (the
-    // engine re-files them). False when the queue is empty (or the platform
-    // does not say), or has not moved over a whole timeout, and the deadline
-    // applies: a client that takes none of it is closed one timeout later
-    // than one with nothing queued. Not while blocked or lingering.
-    bool delivering(NativeHandle socket, Clock::time_point now, const ServerOptions& o) noexcept {
-        if (phase() != Phase::reading) return false;
+    // What the engines act on: due(), except that an idle or head deadline
+    // that passed while reading asks the kernel first. When its queue of
+    // output for `socket` the client has not taken (unsent_output()) has
+    // moved since the last look (emptied too), the client has been receiving
+    // its responses, neither idle nor slow with a head: the idle deadline
+    // and a running head's start again from `now`, and the answer is
+    // Due::delivering. So they pass a whole timeout after the client took
+    // its last byte, or later. When the queue has not moved over a whole
+    // timeout (or was empty at both looks, or the platform does not say),
+    // the deadline applies: a client that takes none of it is closed one
+    // timeout later than one with nothing queued. Only a passed deadline
+    // costs the look (a syscall).
+    [[nodiscard]] Due expire(Clock::time_point now, const ServerOptions& o, bool busy,
+                             NativeHandle socket) noexcept {
+        const Due d = due(now, o, busy);
+        if ((d != Due::close && d != Due::head) || phase() != Phase::reading) return d;
         const auto unsent = static_cast<std::uint32_t>(
             std::min<std::size_t>(unsent_output(socket), UINT32_MAX));
         const std::uint32_t before = unsent_.load();
         unsent_.store(unsent);
-        if (unsent == 0 || unsent == before) return false;
+        if (unsent == before) return d;
         touch(now);
         if (head_running()) head_deadline_.store(ticks(now + o.header_timeout));
-        return true;
+        return Due::delivering;
     }
 
     // A new connection (a recycled one's clock starts over).
@@ -200,7 +209,7 @@ class DeadlineClock {
     Cell<Clock::rep> head_deadline_;  // 0: no request head in progress
     Cell<Clock::rep> linger_deadline_;
     Cell<Phase> phase_;
-    Cell<std::uint32_t> unsent_;  // the kernel's unsent output at delivering()'s last look
+    Cell<std::uint32_t> unsent_;  // the kernel's unsent output at expire()'s last look
     http::HeadMark head_;  // which head the deadline is for (the owner's only)
 };
 

@@ -32,9 +32,7 @@ namespace sm::runtime {
 
 // The part of a connection the event loops' shared lifecycle keeps: its
 // state (connection_state.hpp) and the hooks of the lists below; a model's
-// connection derives from it (using ConnectionRecord::ConnectionRecord),
-// and the model says where its socket is with a function found by ADL,
-// `NativeHandle socket_of(const Conn&)` (for DeadlineClock::delivering).
+// connection derives from it (using ConnectionRecord::ConnectionRecord).
 struct ConnectionRecord : ConnectionState<Plain> {
     using ConnectionState::ConnectionState;
 
@@ -43,6 +41,16 @@ struct ConnectionRecord : ConnectionState<Plain> {
     ListHook head_hook;  // inside a request head, oldest head first
     ListHook linger_hook;
 };
+
+// Where Deadlines::expire asks the kernel what it still holds for a
+// connection (DeadlineClock::expire): its `fd`. A model whose connection
+// keeps its socket otherwise declares its own socket_of(const Conn&) beside
+// it, found by argument-dependent lookup.
+template <typename Conn>
+    requires requires(const Conn& c) { NativeHandle{c.fd}; }
+NativeHandle socket_of(const Conn& c) noexcept {
+    return c.fd;
+}
 
 // For Deadlines::expire: no connection makes progress the model could not
 // report as it happened.
@@ -147,25 +155,14 @@ class Deadlines {
     // bounds the wait). A connection for which progressed(c) says it made
     // progress the model could not see as it happened (libuv reports only
     // whole writes) is touched instead of closed; one whose client is still
-    // taking output the kernel holds (DeadlineClock::delivering) has its
-    // idle and head deadlines started again.
+    // taking output the kernel holds (Due::delivering) is filed anew.
     template <typename Close, typename Head, typename Progressed = NoHiddenProgress>
     void expire(Clock::time_point now, Close&& close, Head&& head, Progressed&& progressed = {}) {
         auto run = [&](auto& list, auto deadline) {
             while (!list.empty() && deadline(front(list)) <= now) {
                 Conn& c = front(list);
-                const Due due = c.clock.due(now, options_, c.session.waiting());
-                if ((due == Due::close || due == Due::head) &&
-                    c.clock.delivering(socket_of(std::as_const(c)), now, options_)) {
-                    IdleList::remove(c);
-                    idle_.push_back(c);
-                    if (c.clock.head_running()) {
-                        HeadList::remove(c);
-                        heads_.push_back(c);
-                    }
-                    continue;
-                }
-                switch (due) {
+                switch (c.clock.expire(now, options_, c.session.waiting(),
+                                       socket_of(std::as_const(c)))) {
                     case Due::close:
                         if (!c.lingering() && progressed(c)) {
                             touch(c, now);
@@ -179,6 +176,14 @@ class Deadlines {
                         head(c);
                         break;
                     case Due::renew: touch(c, now); break;
+                    case Due::delivering:
+                        IdleList::remove(c);
+                        idle_.push_back(c);
+                        if (c.clock.head_running()) {
+                            HeadList::remove(c);
+                            heads_.push_back(c);
+                        }
+                        break;
                     case Due::nothing:
                         // Each list's deadline is one of the clock's: cannot be.
                         assert(false);

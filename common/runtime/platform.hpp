@@ -140,7 +140,7 @@ bool start_lingering_close(NativeHandle socket, std::chrono::milliseconds timeou
 // has not acknowledged (Linux: SIOCOUTQ). 0 when it holds none, or where
 // the platform does not say (Winsock has no count of it that Wine
 // implements): the deadlines then apply as though it held none
-// (DeadlineClock::delivering).
+// (DeadlineClock::expire).
 std::size_t unsent_output(NativeHandle socket) noexcept;
 
 }  // namespace sm::runtime

@@ -330,13 +330,7 @@ void Server::serve(Worker& w, int fd) {
     std::chrono::milliseconds rcv_timeout = opts_.idle_timeout;
     while (true) {
         auto now = Clock::now();
-        runtime::Due due = c.clock.due(now, opts_, false);
-        // The client may still be taking output the kernel holds: then its
-        // deadlines start again.
-        if ((due == runtime::Due::close || due == runtime::Due::head) &&
-            c.clock.delivering(fd, now, opts_))
-            due = runtime::Due::nothing;
-        switch (due) {
+        switch (c.clock.expire(now, opts_, false, fd)) {
             case runtime::Due::close: return;  // closed like any idle connection
             case runtime::Due::head:
                 // Everything answered so far is written: the 408 follows it.
@@ -346,7 +340,8 @@ void Server::serve(Worker& w, int fd) {
                     runtime::linger_blocking(fd, w.read_buf.get(), kReadSize, opts_);
                 return;
             case runtime::Due::nothing:
-            case runtime::Due::renew: break;
+            case runtime::Due::renew:
+            case runtime::Due::delivering: break;  // the client takes what the kernel holds
         }
         const auto want = std::chrono::ceil<std::chrono::milliseconds>(c.clock.next(opts_) - now);
         if (want > rcv_timeout + kHeadSlack || rcv_timeout > want + kHeadSlack) {

@@ -38,11 +38,6 @@ struct Connection : runtime::ConnectionRecord {
     runtime::ListHook ready_hook;  // in Reactor::ready_: has input left after its budget
 };
 
-// Where runtime::Deadlines looks for what the kernel still holds.
-inline runtime::NativeHandle socket_of(const Connection& c) noexcept {
-    return c.fd;
-}
-
 class Reactor final : db::Loop {
   public:
     explicit Reactor(const runtime::WorkerContext& ctx);

@@ -74,7 +74,7 @@ struct Connection : runtime::ConnectionRecord {
     runtime::ListHook work_hook;  // in Worker::work_: needs a look after the batch
 };
 
-// Where runtime::Deadlines looks for what the kernel still holds.
+// Where runtime::Deadlines asks the kernel what it still holds for c.
 inline runtime::NativeHandle socket_of(const Connection& c) noexcept {
     return static_cast<runtime::NativeHandle>(c.socket);
 }

@@ -59,8 +59,8 @@ struct Connection : runtime::ConnectionRecord {
     runtime::ListHook more_hook;  // in Worker::more_: deferred responses to go on with
 };
 
-// Where runtime::Deadlines looks for what the kernel still holds (-1 once
-// the handle is closing: nothing).
+// Where runtime::Deadlines asks the kernel what it still holds for c (-1
+// once the handle is closing: nothing).
 inline runtime::NativeHandle socket_of(const Connection& c) noexcept {
     uv_os_fd_t fd = -1;
     return uv_fileno(reinterpret_cast<const uv_handle_t*>(&c.tcp), &fd) == 0 ? fd : -1;

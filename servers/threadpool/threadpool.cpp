@@ -218,19 +218,15 @@ void Pool::sweep(Clock::time_point now) {
     registry_.for_each([&](Connection& c) {
         // Held by a worker (not armed), it is being served, not idle: that
         // worker may be waiting for the database, whose own statement
-        // timeout bounds the wait. The worker renews the idle time.
-        const bool armed = c.armed.load(std::memory_order_acquire);
-        const runtime::Due due = c.clock.due(now, opts_, !armed);
-        if (due == runtime::Due::nothing || due == runtime::Due::renew) return;
-        // The client may still be taking output the kernel holds: then its
-        // deadlines start again (the clock's cells are atomics, and only
-        // an armed connection's deadlines act, as below).
-        if (armed && c.clock.delivering(c.fd, now, opts_)) return;
-        switch (due) {
+        // timeout bounds the wait. The worker renews the idle time, and
+        // answers a late head itself (service()).
+        if (!c.armed.load(std::memory_order_acquire)) return;
+        switch (c.clock.expire(now, opts_, false, c.fd)) {
             case runtime::Due::nothing:
-            case runtime::Due::renew: return;
+            case runtime::Due::renew:
+            case runtime::Due::delivering: return;  // the client takes what the kernel holds
             case runtime::Due::close:
-                if (armed) ::shutdown(c.fd, SHUT_RDWR);
+                ::shutdown(c.fd, SHUT_RDWR);
                 return;
             case runtime::Due::head:
                 // A late request head gets a 408, which only the owner can
@@ -240,7 +236,6 @@ void Pool::sweep(Clock::time_point now) {
                 // overwrite this one, the next sweep wakes it again. The
                 // registry lock keeps the descriptor open meanwhile (owners
                 // leave the registry before closing).
-                if (!armed) return;
                 auto ev = event_for(&c, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLONESHOT);
                 epoll_rearm(ep_.get(), c.fd, &ev);
         }
@@ -273,7 +268,7 @@ void Pool::worker_loop(Worker& w) {
 void Pool::service(Worker& w, Connection& c, std::uint32_t events) {
     auto now = Clock::now();
     c.clock.touch(now);
-    if (c.clock.due(now, opts_, true) == runtime::Due::head) return expire_head(w, c);
+    if (c.clock.expire(now, opts_, true, c.fd) == runtime::Due::head) return expire_head(w, c);
     if (c.lingering()) {
         if (runtime::discard_input(c.fd, w.read_buf.get(), runtime::kReadSize,
                                    runtime::kLingerReadsPerTurn) == runtime::IoResult::closed)

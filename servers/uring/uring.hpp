@@ -58,11 +58,6 @@ struct alignas(8) Connection : runtime::ConnectionRecord {
     runtime::ListHook work_hook;  // in Worker::work_: needs a look after the batch
 };
 
-// Where runtime::Deadlines looks for what the kernel still holds.
-inline runtime::NativeHandle socket_of(const Connection& c) noexcept {
-    return c.fd;
-}
-
 class Worker final : db::Loop {
   public:
     explicit Worker(const runtime::WorkerContext& ctx);

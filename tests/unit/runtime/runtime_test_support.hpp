@@ -39,12 +39,9 @@ inline constexpr std::string_view kRequest = "GET / HTTP/1.1\r\nHost: x\r\n\r\n"
 struct TestConn : runtime::ConnectionRecord {
     using runtime::ConnectionRecord::ConnectionRecord;
     int id = 0;
-    // None by default: the kernel holds nothing for it (delivering() is false).
-    runtime::NativeHandle socket = runtime::kNoHandle;
+    // None by default: the kernel holds nothing for it (DeadlineClock::expire).
+    runtime::NativeHandle fd = runtime::kNoHandle;
 };
-inline runtime::NativeHandle socket_of(const TestConn& c) noexcept {
-    return c.socket;
-}
 
 // Timeouts short and distinct, so that which deadline fired is unambiguous.
 inline runtime::ServerOptions test_options() {

@@ -240,64 +240,102 @@ TEST_CASE("platform posix allowed_cpus and pin_current_thread", "[platform]") {
     CHECK(pinned == std::vector{cpus.back()});
 }
 
-TEST_CASE("platform: unsent_output is what the peer has not taken of what we wrote, and "
-          "the deadlines wait for it while it moves",
-          "[platform][deadlines]") {
-    // runtime::Deadlines with a real socket: its peer reads nothing at
-    // first, then some, then nothing more. Time is explicit (test_options:
-    // idle 100 ms, head 30 ms).
-    using sm::test::at;
-    SocketPair pair;
-    CHECK(unsent_output(pair.ours.get()) == 0);
-    CHECK(unsent_output(kNoHandle) == 0);
-    const std::string block(16 * 1024, 'x');
-    REQUIRE(::write(pair.ours.get(), block.data(), block.size()) == ssize_t(block.size()));
-    REQUIRE(::write(pair.ours.get(), block.data(), block.size()) == ssize_t(block.size()));
-    const std::size_t unread = unsent_output(pair.ours.get());
-    CHECK(unread >= 2 * block.size());
+namespace {
 
+// runtime::Deadlines over one connection on a real socket pair (`pair.ours`
+// is the server's end), a request head begun at 0. Time is explicit
+// (test_options: idle 100 ms, head 30 ms); expire(ms) counts what it did.
+struct KernelQueue {
+    SocketPair pair;
     sm::test::SessionEnv env;
-    const ServerOptions options = sm::test::test_options();
-    Deadlines<sm::test::TestConn> d(options);
-    sm::test::TestConn c(env.cache, env.limits);
-    c.socket = pair.ours.get();
-    d.start(c, at(0));
-    // A head begun, then the client only reads (a pipelining client whose
-    // last request is cut, taking its responses).
-    sm::test::feed(c.session, sm::test::kHeadStart);
-    REQUIRE(d.track_head(c, at(0)));
+    ServerOptions options = sm::test::test_options();
+    Deadlines<sm::test::TestConn> d{options};
+    sm::test::TestConn c{env.cache, env.limits};
     int closed = 0;
     int late = 0;
-    const auto expire = [&](int ms) {
+
+    KernelQueue() {
+        c.fd = pair.ours.get();
+        d.start(c, sm::test::at(0));
+        sm::test::feed(c.session, sm::test::kHeadStart);
+        REQUIRE(d.track_head(c, sm::test::at(0)));
+    }
+    // `bytes` written, none read by the peer yet.
+    void write(std::size_t bytes) {
+        const std::string block(bytes, 'x');
+        REQUIRE(::write(pair.ours.get(), block.data(), block.size()) == ssize_t(block.size()));
+    }
+    // The peer reads up to `bytes`.
+    void take(std::size_t bytes) {
+        std::string sink(bytes, '\0');
+        REQUIRE(::read(pair.peer.get(), sink.data(), sink.size()) > 0);
+    }
+    void expire(int ms) {
         d.expire(
-            at(ms),
-            [&](sm::test::TestConn& x) {
+            sm::test::at(ms),
+            [this](sm::test::TestConn& x) {
                 ++closed;
                 Deadlines<sm::test::TestConn>::forget(x);
             },
-            [&](sm::test::TestConn&) { ++late; });
-    };
+            [this](sm::test::TestConn&) { ++late; });
+    }
+};
+
+}  // namespace
+
+TEST_CASE("platform: unsent_output is what the peer has not taken of what we wrote, and "
+          "the deadlines wait for it while it moves",
+          "[platform][deadlines]") {
+    // The peer reads nothing at first, then some, then nothing more: a
+    // pipelining client whose last request is cut, taking its responses.
+    using sm::test::at;
+    KernelQueue k;
+    CHECK(unsent_output(k.pair.ours.get()) == 0);
+    CHECK(unsent_output(kNoHandle) == 0);
+    k.write(16 * 1024);
+    k.write(16 * 1024);
+    const std::size_t unread = unsent_output(k.pair.ours.get());
+    CHECK(unread >= 32 * 1024);
     // The head deadline passes with output queued: the first look sees it
     // (it moved from nothing), so the head's deadline starts again.
-    expire(30);
-    CHECK(late == 0);
-    CHECK(c.clock.head_deadline() == at(60));
-    CHECK(d.next() == at(60));
+    k.expire(30);
+    CHECK(k.late == 0);
+    CHECK(k.c.clock.head_deadline() == at(60));
+    CHECK(k.d.next() == at(60));
     // The client takes some: again.
-    std::string sink(block.size(), '\0');
-    REQUIRE(::read(pair.peer.get(), sink.data(), sink.size()) > 0);
-    CHECK(unsent_output(pair.ours.get()) < unread);
-    expire(60);
-    CHECK(late == 0);
-    CHECK(c.clock.head_deadline() == at(90));
+    k.take(16 * 1024);
+    CHECK(unsent_output(k.pair.ours.get()) < unread);
+    k.expire(60);
+    CHECK(k.late == 0);
+    CHECK(k.c.clock.head_deadline() == at(90));
     // It takes nothing over a whole head timeout: the head is late.
-    expire(90);
-    CHECK(late == 1);
-    CHECK(closed == 0);
-    // And the idle deadline, from the last renewal, closes it likewise: the
+    k.expire(90);
+    CHECK(k.late == 1);
+    CHECK(k.closed == 0);
+    // The idle deadline, from the last renewal, closes it likewise: the
     // queue has not moved since the last look.
-    c.session.reset();
-    d.track_head(c, at(90));
-    expire(160);
-    CHECK(closed == 1);
+    k.c.session.reset();
+    k.d.track_head(k.c, at(90));
+    k.expire(160);
+    CHECK(k.closed == 1);
+}
+
+TEST_CASE("platform: a client that took the last of its output gets a whole timeout from then",
+          "[platform][deadlines]") {
+    // The queue emptied between two looks: that is movement too, so the
+    // head's deadline starts again at the look that saw it empty (a client
+    // must not lose what was left of a renewed period to reading its last
+    // bytes). The next look, still empty: the head is late.
+    using sm::test::at;
+    KernelQueue k;
+    k.write(8 * 1024);
+    k.expire(30);  // queued: renewed
+    CHECK(k.late == 0);
+    k.take(8 * 1024);
+    REQUIRE(unsent_output(k.pair.ours.get()) == 0);
+    k.expire(60);  // emptied since: renewed, from now
+    CHECK(k.late == 0);
+    CHECK(k.c.clock.head_deadline() == at(90));
+    k.expire(90);  // still empty: late
+    CHECK(k.late == 1);
 }
