@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import checks, clients, envinfo, fixedload, output, procs, wine, workloads
+from . import checks, clients, envinfo, fixedload, output, procs, syscalls, wine, workloads
 from . import scenarios as scenarios_mod
 from .database import Database, redact
 from .measure import Load, Scenario, run_once
@@ -177,6 +177,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="loadgen's I/O engine (default: %(default)s)")
     b.add_argument("--nginx", default="nginx", help="nginx executable (default: %(default)s)")
     b.add_argument("--h2o", default="h2o", help="h2o executable (default: %(default)s)")
+    s = ap.add_argument_group("explaining the costs (bench/compare/README.md, 'Where the CPU goes')")
+    s.add_argument("--syscalls", choices=syscalls.MODES, default="warmup",
+                   help="count the server's system calls per request, by kind, with perf: over each run's warm-up "
+                        "(default: the measured window is not traced, so its CPU figures carry no cost of it), over "
+                        "the measured window itself (exact, but each syscall costs the server more while counted), "
+                        "or not at all")
+    s.add_argument("--no-syscalls", dest="syscalls", action="store_const", const="off",
+                   help="the same as --syscalls off")
+    s.add_argument("--perf", default="perf", help="perf executable (default: %(default)s)")
     o = ap.add_argument_group("output")
     o.add_argument("--out", type=Path, help="directory for results.json, results.csv, report.html and logs/ "
                                            "(default: bench/results/compare-DATE-TIME)")
@@ -524,6 +533,30 @@ def now_iso() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
+def _syscall_counting(a: argparse.Namespace) -> dict:
+    """Load's perf and syscalls_over for --syscalls; a.syscalls_config: what results.json says of it."""
+    over = a.syscalls
+    if over == "warmup" and a.warmup == 0:
+        over = "window"
+        log("note: --warmup 0: syscalls are counted over the measured window, and the counting adds to its CPU "
+            "figures (--no-syscalls leaves them out)")
+    a.syscalls_config = {"over": over, "counted": False, "reason": None, "tool": None}
+    if over == "off":
+        a.syscalls_config["reason"] = "--no-syscalls"
+        return {"perf": None, "syscalls_over": over}
+    if a.remote:
+        a.syscalls_config["reason"] = "the servers run on another host"
+        log("note: sys/req is not counted: the servers run on another host")
+        return {"perf": None, "syscalls_over": over}
+    perf = syscalls.Perf(a.perf)
+    if not perf.usable:
+        a.syscalls_config["reason"] = perf.reason
+        log(f"note: sys/req is not counted: {perf.reason}; everything else is measured")
+        return {"perf": None, "syscalls_over": over}
+    a.syscalls_config.update(counted=True, by_kind=bool(perf.events), tool=f"{a.perf} stat")
+    return {"perf": perf, "syscalls_over": over}
+
+
 def measure(a: argparse.Namespace) -> tuple[dict, bool]:
     """Run the whole comparison; (results, interrupted)."""
     if ("loadgen" in a.client_names or a.rate_list) and not a.loadgen.exists():
@@ -551,6 +584,7 @@ def measure(a: argparse.Namespace) -> tuple[dict, bool]:
                 timeout=a.timeout,
                 server_cpus=a.server_cpu_list, server_threads=a.server_threads, remote=a.remote, tmp=logs,
                 swept=len(a.thread_counts) > 1)
+    load = dataclasses.replace(load, **_syscall_counting(a))
     targets = build_targets(a)
     engine = next((t.engine for t in targets if isinstance(t, ContainerTarget)), None)
     if engine is not None:
@@ -670,7 +704,7 @@ def measure(a: argparse.Namespace) -> tuple[dict, bool]:
                    "hosting": a.hosting_list, "container_engine": a.container_engine, "image": a.image,
                    "build_dir": str(a.build_dir), "queries": a.queries_list,
                    "db_cpus": cpu_list(database.cpus) if database is not None and database.cpus else None,
-                   "db_connections": a.db_connections},
+                   "db_connections": a.db_connections, "syscalls": a.syscalls_config},
         "database": database.describe() if database is not None else None,
         "baseline": None,
         "targets": [{"id": t.id, "name": t.name, "kind": t.kind, "mode": t.mode, "label": t.label,

@@ -47,7 +47,7 @@ _UNITS_US = {"us": 1.0, "ms": 1e3, "s": 1e6}
 
 
 def empty_result() -> dict:
-    return {"duration_s": None, "requests": None, "rps": None, "latency_us": {}, "latency_curve": [],
+    return {"duration_s": None, "requests": None, "warmup_requests": None, "rps": None, "latency_us": {}, "latency_curve": [],
             "errors": {}, "status": {}, "own_cpu_s": None, "ended": "completed", "message": None,
             "error_messages": {}}
 
@@ -124,6 +124,7 @@ def parse_loadgen(doc: dict) -> dict:
     r = empty_result()
     r["duration_s"] = doc.get("duration_s")
     r["requests"] = doc.get("requests")
+    r["warmup_requests"] = (doc.get("warmup") or {}).get("requests")
     r["rps"] = doc.get("requests_per_s")
     lat = doc.get("latency") or {}
     if lat:

@@ -368,6 +368,51 @@ def make_bars(rows: list[Json], field: str, ratio_key: str, fmt: Callable[[Any],
     return bars, missing
 
 
+# The syscall kinds' colours (syscalls.SHOWN), the same in every chart.
+SYSCALL_COLOURS = dict(zip(summary.SYSCALL_KINDS, ("#3b7dd8", "#e08a1e", "#7a5cc4", "#2e9e6a", "#c9463d", "#8c6d3f",
+                                                   "#9a9a9a")))
+
+
+def syscall_chart(rows: list[Json], ctx: Ctx) -> str:
+    """System calls per request by kind, a stacked bar per row (medians over rounds; the kinds' medians
+    need not add up to the total's exactly)."""
+    shown = [(r, r.get("syscalls_by_kind") or {}) for r in rows if med(r.get("syscalls_per_req")) is not None]
+    if not shown:
+        return ""
+    width, x0, x1, row_h, top = 600, 176, 452, 22, 6
+    ticks = nice_ticks(max(sum(med(k.get(kind)) or 0 for kind in SYSCALL_COLOURS) or med(r.get("syscalls_per_req"))
+                           or 0 for r, k in shown))
+
+    def x(v: float) -> float:
+        return round(x0 + (x1 - x0) * max(v, 0) / ticks[-1], 1)
+
+    bottom = top + row_h * len(shown)
+    out = [f'<svg viewBox="0 0 {width} {bottom + 34}" role="img" aria-label="system calls per request, by kind">']
+    for t in ticks:
+        out.append(f'<line class="grid" x1="{x(t)}" y1="{top}" x2="{x(t)}" y2="{bottom}"/><text class="axis"'
+                   f' x="{x(t)}" y="{bottom + 13}" text-anchor="middle">{esc(tick_text(fmt_sig(t)))}</text>')
+    for i, (r, kinds) in enumerate(shown):
+        y, cy = top + i * row_h, top + i * row_h + row_h / 2
+        total = med(r.get("syscalls_per_req"))
+        parts = [(kind, med(kinds.get(kind)) or 0.0) for kind in SYSCALL_COLOURS if kinds.get(kind) is not None]
+        tip = f"{ctx.full_name(str(r.get('target')))}: {fmt_sig(total)} syscalls/req" + "".join(
+            f", {kind} {fmt_sig(v)}" for kind, v in parts if v)
+        out.append(f'<g><title>{esc(tip)}</title><text x="{x0 - 6}" y="{cy + 4}" text-anchor="end">'
+                   f'{esc(truncate(ctx.row_name(r)))}</text>')
+        at = 0.0
+        for kind, v in parts or [("other", total or 0.0)]:
+            if v > 0:
+                out.append(f'<rect class="sys-{kind}" x="{x(at)}" y="{y + 4}" width="{max(x(at + v) - x(at), 0.5):.1f}"'
+                           f' height="{row_h - 8}" fill="{SYSCALL_COLOURS[kind]}"/>')
+                at += v
+        out.append(f'<text x="{x(max(at, total or 0)) + 6}" y="{cy + 4}">{esc(fmt_sig(total))}</text></g>')
+    out.append(f'<text class="axis" x="{(x0 + x1) / 2}" y="{bottom + 29}" text-anchor="middle">'
+               'system calls per request</text></svg>')
+    keys = legend((kind, colour, False) for kind, colour in SYSCALL_COLOURS.items())
+    return ('<div class="chart"><h4>server system calls per request, by kind (fewer is cheaper)</h4>'
+            + "".join(out) + keys + "</div>")
+
+
 def chart_box(title: str, bars: list[Bar], missing: list[str], why: str,
               fmt: Callable[[Any], str], axis: str) -> str:
     body = bar_chart(bars, fmt, axis) if bars else '<p class="muted">nothing to plot</p>'
@@ -632,6 +677,14 @@ def notice_items(results: Json, ctx: Ctx) -> list[tuple[str, str]]:
             threads = f" t{r['threads']}" if ctx.counts and r.get("threads") is not None else ""
             items.append(("err", f"invalid run: {ctx.shown(str(r.get('target')))} \u00b7 {r.get('scenario')} "
                                  f"c{r.get('connections')}{threads} \u00b7 round {r.get('round')}: {problems}"))
+    note = output.syscalls_note(results).strip()
+    if note:
+        items.append(("", note))
+    uncounted = [r for r in results.get("runs") or [] if r.get("valid", True) and (r.get("syscalls") or {}).get("problem")]
+    if uncounted:
+        first = uncounted[0]
+        items.append(("", f"{len(uncounted)} run(s) have no syscall count, e.g. {ctx.shown(str(first.get('target')))} "
+                          f"{first.get('scenario')}: {first['syscalls']['problem']}"))
     noisy = [r for r in results.get("runs") or [] if r.get("noisy")]
     if noisy:
         first = noisy[0]
@@ -708,7 +761,7 @@ def section_charts(results: Json, ctx: Ctx) -> str:
                      + chart_box("requests/s (median, min\u2013max; higher is better)", rps, no_rps,
                                  "no valid runs", fmt_rate, "req/s")
                      + chart_box("server CPU \u00b5s per request (lower is better)", cpu, no_cpu,
-                                 "not measured", fmt_sig, "\u00b5s/req") + db + "</div>"
+                                 "not measured", fmt_sig, "\u00b5s/req") + db + syscall_chart(rows, ctx) + "</div>"
                      + ctx.caveats(str(r.get("target")) for r in rows))
     if len(parts) == 1:
         parts.append('<p class="muted">No summary rows: nothing was measured.</p>')
@@ -881,7 +934,8 @@ def summary_cells(row: Json, ctx: Ctx) -> list[Cell]:
             num(fmt_spread(row.get("db_cpu_us_per_req"), fmt_sig)
                 + (f'<br><span class="muted">{esc(fmt_ratio(vs_db))}</span>'
                    if (vs_db := _num((row.get("vs_baseline") or {}).get("db_cpu_us_per_req"))) is not None else "")),
-            num(fmt_spread(row.get("ctx_switches_per_req"), fmt_sig)), num(fmt_spread(rss_mib, fmt_sig)),
+            num(fmt_spread(row.get("ctx_switches_per_req"), fmt_sig)),
+            num(fmt_spread(row.get("syscalls_per_req"), fmt_sig)), num(fmt_spread(rss_mib, fmt_sig)),
             num(fmt_spread(row.get("client_cpu_us_per_req"), fmt_sig)),
             esc(errs) if errs else '<span class="muted">none</span>', esc(row.get("limited_by", "?")),
             num(f"{esc(valid)}/{esc(runs)}")]
@@ -920,7 +974,7 @@ def section_summary(results: Json, ctx: Ctx) -> str:
     headers = ["target", *(["client"] if len(ctx.clients) > 1 else []), "mode / kind", "scenario", "conns",
                *(["threads"] if ctx.counts else []), "req/s median [min\u2013max]", "x baseline",
                "p50 latency", "p99 latency", "server CPU \u00b5s/req", "database CPU \u00b5s/req", "ctx switches/req",
-               "peak RSS MiB",
+               "syscalls/req", "peak RSS MiB",
                "client CPU \u00b5s/req", "errors", "limited by", "valid/runs"]
     rows = [("warn" if r.get("valid_runs", 0) < r.get("runs", 0) else "", summary_cells(r, ctx))
             for _, grp in groups(results, ctx) for r in grp]

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import procs
+from . import procs, syscalls
 from .clients import Client
 from .database import Database
 from .targets import Placement, StartError, Target
@@ -61,6 +61,8 @@ class Load:
     timeout: float = 2.0
     swept: bool = False          # several --server-threads: the log files name the count
     database: Database | None = None   # the db scenarios' database, whose processes' CPU is read too
+    perf: syscalls.Perf | None = None  # counts the server's syscalls (None: not counted)
+    syscalls_over: str = "warmup"      # ... over the warm-up or the measured window (syscalls.MODES)
 
     @staticmethod
     def url(host: str, port: int, path: str) -> str:
@@ -93,14 +95,18 @@ def _sleep_until(ns: int) -> None:
 
 def _run_client(cmd: list[str], seconds: float, out: Path, pids: list[int] | None,
                 announces: bool, read=procs.read_local,
-                db_read=None) -> tuple[int | None, str, str, Window | None, float | None]:
+                db_read=None, counter: syscalls.Counter | None = None,
+                count_over: str = "window") -> tuple[int | None, str, str, Window | None, float | None]:
     """Run a load client to completion, killed if it overstays, and read the
     server's processes (pids) when its measured window starts and ends: the
     window it announces (loadgen --announce), else the client's whole life.
     (exit code, stdout, stderr, the window's readings or None, the client's
     CPU seconds by rusage). read(pids): (process samples, CPU lines), here
     or through the server prefix; db_read(): the database's processes' samples,
-    right after (a db scenario), or None."""
+    right after (a db scenario), or None. counter: the server's syscall
+    counter, switched on over count_over: the client's whole run
+    ("run", for a warm-up run), its announced warm-up ("warmup") or the
+    measured window ("window")."""
     err_path = out.with_suffix(".stderr")
     window = Window() if pids is not None else None
     stdout, cpu = "", None
@@ -118,6 +124,8 @@ def _run_client(cmd: list[str], seconds: float, out: Path, pids: list[int] | Non
         if window is not None and not announces:
             reading(True)
             t0 = time.monotonic()
+        if counter is not None and (count_over == "run" or (count_over == "window" and not announces)):
+            counter.enable()
         p = procs.spawn(cmd, stdout=subprocess.PIPE, stderr=err)
         limit = seconds + 30.0
         # waitid(WNOWAIT) leaves the zombie until the timer is cancelled, so
@@ -130,11 +138,21 @@ def _run_client(cmd: list[str], seconds: float, out: Path, pids: list[int] | Non
                 line = p.stdout.readline().decode(errors="replace")  # type: ignore[union-attr]
                 m = re.match(r"schedule monotonic_ns start=(\d+) measure=(\d+) end=(\d+)", line)
                 if m and window is not None:
-                    measure_ns, end_ns = int(m.group(2)), int(m.group(3))
+                    start_ns, measure_ns, end_ns = int(m.group(1)), int(m.group(2)), int(m.group(3))
+                    over = counter if count_over == "warmup" else None
+                    if over is not None:
+                        _sleep_until(start_ns)
+                        over.enable()
                     _sleep_until(measure_ns)
+                    if over is not None:
+                        over.disable()
                     reading(True)
                     t0 = time.monotonic()
+                    if counter is not None and count_over == "window":
+                        counter.enable()
                     _sleep_until(end_ns)
+                    if counter is not None and count_over == "window":
+                        counter.disable()
                     reading(False)
                     window.seconds = time.monotonic() - t0
                 elif window is not None:
@@ -142,6 +160,8 @@ def _run_client(cmd: list[str], seconds: float, out: Path, pids: list[int] | Non
                 stdout = line
             stdout += p.stdout.read().decode(errors="replace")  # type: ignore[union-attr]
             os.waitid(os.P_PID, p.pid, os.WEXITED | os.WNOWAIT)
+            if counter is not None and (count_over == "run" or (count_over == "window" and not announces)):
+                counter.disable()
             if window is not None and not announces:
                 reading(False)
                 window.seconds = time.monotonic() - t0
@@ -185,11 +205,13 @@ def run_once(target: Target, place: Placement, load: Load, client: Client, sc: S
                  "errors": {}, "status": {}, "limited_by": "unknown",
                  "server": {"cpu_user_s": None, "cpu_sys_s": None, "cpu_us_per_req": None, "user_us_per_req": None,
                             "sys_us_per_req": None, "util": None, "peak_rss_kib": None, "ctx_switches": None,
-                            "ctx_switches_per_req": None, "os_threads": None, "pids": []},
+                            "ctx_switches_per_req": None, "os_threads": None, "syscalls_per_req": None,
+                            "pids": []},
                  "client": {"name": client.name, "cpu_s": None, "cpu_basis": None, "rusage_cpu_s": None,
                             "us_per_req": None, "util": None, "engine": None, "exit": None, "note": None},
                  "proxy": None,
                  "db": None,
+                 "syscalls": None,
                  "commands": {"server": None, "client": [], "warmup": None}}
     if rate is not None:
         rec.update(rate=rate[0], offered_rps=rate[1], latency_uncorrected_us={}, saturated=None)
@@ -219,14 +241,53 @@ def run_once(target: Target, place: Placement, load: Load, client: Client, sc: S
     return rec
 
 
-def _warm_up(cmd: list[str], load: Load, tag: str, rec: dict) -> bool:
-    """An unmeasured run of the client before the measured one; False (and a problem) if it failed."""
+def _warm_up(cmd: list[str], load: Load, client: Client, tag: str, rec: dict,
+             counter: syscalls.Counter | None) -> tuple[bool, int | None]:
+    """An unmeasured run of the client before the measured one: (False and a problem if it failed,
+    the requests it had answered where its output says, counted with the server's syscalls by counter)."""
     rec["commands"]["warmup"] = cmd
     out = load.tmp / f"{tag}-warmup.out"
-    rc, _, err, _, _ = _run_client(cmd, load.warmup + 1, out, None, False)
+    rc, stdout, err, _, _ = _run_client(cmd, load.warmup + 1, out, None, False, counter=counter, count_over="run")
     if rc != 0:
         rec["problems"].append(f"the warm-up run exited with code {rc}" + (f": {err[:300]}" if err else ""))
-    return rc == 0
+    answered = None
+    if counter is not None and rc == 0:
+        try:
+            answered = client.parse(stdout, out)["requests"]
+        except (OSError, ValueError, KeyError):
+            pass
+    return rc == 0, answered
+
+
+def _syscall_counter(target: Target, load: Load, tag: str, rec: dict) -> syscalls.Counter | None:
+    """perf attached (disabled) to the server's processes and its proxy's, or None (rec says why)."""
+    if load.perf is None:
+        return None
+    if load.remote:
+        rec["syscalls"] = {"over": load.syscalls_over, "problem": "not counted: the server is on another host"}
+        return None
+    proxy = target.proxy_root()
+    pids = [*target.server_pids(), *(sorted(procs.process_tree(proxy)) if proxy else [])]
+    if not pids:
+        return None
+    return syscalls.Counter(load.perf, pids, load.tmp / f"{tag}-syscalls.perf")
+
+
+def _syscall_counts(counter: syscalls.Counter, load: Load, rec: dict, requests: int | None) -> None:
+    """rec["syscalls"]: what counter counted, per request answered over the same stretch."""
+    counts = counter.finish()
+    over = load.syscalls_over
+    got: dict = {"over": over, "requests": requests, "seconds": round(counter.seconds, 3)}
+    if counts is None:
+        got["problem"] = f"not counted: {counter.failure}"
+    elif not requests:
+        got["problem"] = "not counted: the client did not say how many requests were answered " + \
+            ("in its warm-up" if over == "warmup" else "in the window")
+    else:
+        got["counts"] = counts
+        got["per_req"] = syscalls.per_request(counts, requests)
+        rec["server"]["syscalls_per_req"] = got["per_req"]["total"]
+    rec["syscalls"] = got
 
 
 def _measure(target: Target, place: Placement, load: Load, client: Client, sc: Scenario, conns: int, rnd: int,
@@ -239,8 +300,24 @@ def _measure(target: Target, place: Placement, load: Load, client: Client, sc: S
     cmd = load.placed(client.command(url, sc, conns, load, out, rate))
     rec["commands"]["client"] = cmd
     warm = client.warmup_command(url, sc, conns, load)
-    if warm is not None and not _warm_up(load.placed(warm), load, tag, rec):
-        return
+    counter = _syscall_counter(target, load, tag, rec)
+    try:
+        _measure_counted(target, place, load, client, sc, conns, rec, rate, out, cmd, tag, warm, counter)
+    finally:
+        if counter is not None:
+            _syscall_counts(counter, load, rec, counter.requests)
+
+
+def _measure_counted(target: Target, place: Placement, load: Load, client: Client, sc: Scenario, conns: int,
+                     rec: dict, rate: float | None, out: Path, cmd: list[str], tag: str, warm: list[str] | None,
+                     counter: syscalls.Counter | None) -> None:
+    if warm is not None:
+        ok, answered = _warm_up(load.placed(warm), load, client, tag, rec,
+                                counter if load.syscalls_over == "warmup" else None)
+        if counter is not None and load.syscalls_over == "warmup":
+            counter.requests = answered
+        if not ok:
+            return
     # A remote server's costs are read through the server prefix (its /proc
     # over there); with --server-remote and no prefix, not at all.
     local = not load.remote
@@ -260,7 +337,9 @@ def _measure(target: Target, place: Placement, load: Load, client: Client, sc: S
     rc, stdout, err, window, rusage = _run_client(
         cmd, (load.warmup if warm is None else 0) + load.duration, out,
         None if pids is None else [*pids, *(proxy_pids or [])], client.announces,
-        reader.read if reader is not None else procs.read_local, db.sample if db is not None else None)
+        reader.read if reader is not None else procs.read_local, db.sample if db is not None else None,
+        counter if counter is not None and (warm is None or load.syscalls_over == "window") else None,
+        load.syscalls_over)
     out.with_suffix(".stdout").write_text(stdout)
     rec["client"]["exit"] = rc
     rec["client"]["rusage_cpu_s"] = rusage
@@ -272,6 +351,8 @@ def _measure(target: Target, place: Placement, load: Load, client: Client, sc: S
         rec["problems"].append(f"no {client.name} results ({e})")
         return
     _from_result(result, rec, client, load, conns)
+    if counter is not None and (warm is None or load.syscalls_over == "window"):
+        counter.requests = result.get("warmup_requests") if load.syscalls_over == "warmup" else rec["requests"]
     if not target.alive():
         rec["problems"].append(f"the server died during the run (exit code {target.proc.returncode if target.proc else '?'})")
     if reader is not None and reader.failure:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import csv
 import io
 
-from .summary import LATENCY_KEYS, client_of
+from .summary import LATENCY_KEYS, SYSCALL_KINDS, client_of
 from .util import fmt_ms, fmt_num, fmt_rate, fmt_ratio, shown_id
 
 SPREADS = ("rps", "server_cpu_us_per_req", "server_user_us_per_req", "server_sys_us_per_req",
-           "ctx_switches_per_req", "peak_rss_kib", "client_cpu_us_per_req", "proxy_cpu_us_per_req",
+           "ctx_switches_per_req", "syscalls_per_req", "peak_rss_kib", "client_cpu_us_per_req", "proxy_cpu_us_per_req",
            "wineserver_cpu_us_per_req", "db_cpu_us_per_req")
 
 
@@ -95,6 +95,7 @@ def table(results: dict) -> str:
     hosted = any("vs_bare" in r for r in results["summary"])
     several = len(clients_of(results)) > 1
     sweep = bool(swept(results))
+    counted = syscalls_counted(results)
     groups: dict[tuple, list[dict]] = {}
     for r in order_rows(results):
         groups.setdefault((r["scenario"], r["connections"]), []).append(r)
@@ -105,7 +106,8 @@ def table(results: dict) -> str:
         head = ["target", *(["client"] if several else []), *(["threads"] if sweep else []),
                 "req/s [min-max]", bx, *(["x bare"] if hosted else []), "p50", "p99",
                 "srv us/req [min-max]", bx, *(["x bare", "proxy us/req"] if hosted else []),
-                *(["db us/req [min-max]", bx] if db else []), "cs/req", "RSS MiB",
+                *(["db us/req [min-max]", bx] if db else []), "cs/req", *(["sys/req"] if counted else []),
+                "RSS MiB",
                 "cl us/req", "limited by", "valid"]
         lines = [head]
         for r in rows:
@@ -129,6 +131,7 @@ def table(results: dict) -> str:
                 *([_with_spread(r.get("db_cpu_us_per_req"), fmt_num),
                    "" if r["target"] == base else fmt_ratio(vs.get("db_cpu_us_per_req"))] if db else []),
                 fmt_num(_med(r["ctx_switches_per_req"])),
+                *([fmt_num(_med(r.get("syscalls_per_req")))] if counted else []),
                 "-" if rss is None else f"{rss / 1024:.1f}",
                 fmt_num(_med(r["client_cpu_us_per_req"])),
                 r["limited_by"],
@@ -142,7 +145,26 @@ def table(results: dict) -> str:
                   + (f", GET {path}" if workload else "")
                   + (f"; ratios against {base}" if base and base != results.get("baseline") else "") + "\n")
         out.write(aligned(lines, {0, len(head) - 2} | ({1} if several else set())))
+    out.write(syscalls_note(results))
     return out.getvalue()
+
+
+def syscalls_counted(results: dict) -> bool:
+    """The run counted syscalls (an earlier results.json without the setting: no)."""
+    return bool((results["config"].get("syscalls") or {}).get("counted"))
+
+
+def syscalls_note(results: dict) -> str:
+    """One line under the tables: what sys/req is, or why it is missing."""
+    cfg = results["config"].get("syscalls")
+    if not cfg:
+        return ""
+    if not cfg.get("counted"):
+        return f"  sys/req: not counted ({cfg.get('reason')})\n" if cfg.get("over") != "off" else ""
+    over = {"warmup": "each run's warm-up (same server and load; the measured window is not traced)",
+            "window": "the measured window (its CPU figures include the counting's cost)"}[cfg["over"]]
+    return (f"  sys/req: the server's system calls per request, counted by {cfg.get('tool')} over {over}; "
+            "by kind in the report and results.csv\n")
 
 
 WINNER_METRICS = {"rps": ("req/s", "highest", fmt_rate), "server_cpu_us_per_req": ("srv us/req", "lowest", fmt_num),
@@ -342,6 +364,8 @@ def problems(results: dict) -> str:
             out.write(f"  INVALID  {where}: {'; '.join(r['problems'])}\n")
         elif r["noisy"]:
             out.write(f"  noisy    {where}: {'; '.join(r['noisy'])}\n")
+        if r["valid"] and (r.get("syscalls") or {}).get("problem"):
+            out.write(f"  sys/req  {where}: {r['syscalls']['problem']}\n")
     return out.getvalue()
 
 
@@ -377,6 +401,7 @@ def csv_text(results: dict) -> str:
     for s in SPREADS:
         cols += [f"{s}_median", f"{s}_min", f"{s}_max"]
     cols += [f"latency_p{k}_us" if k not in ("max", "mean") else f"latency_{k}_us" for k in LATENCY_KEYS]
+    cols += [f"syscalls_{k}_per_req" for k in SYSCALL_KINDS]
     cols += ["vs_baseline_rps", "vs_baseline_server_cpu_us_per_req", "vs_baseline_latency_p99_us",
              "vs_baseline_db_cpu_us_per_req",
              "vs_bare_rps", "vs_bare_server_cpu_us_per_req", "vs_bare_latency_p99_us", "vs_bare_db_cpu_us_per_req",
@@ -397,6 +422,8 @@ def csv_text(results: dict) -> str:
             sp = r.get(s) or {}
             for k in ("median", "min", "max"):
                 line[f"{s}_{k}"] = sp.get(k, "")
+        for k in SYSCALL_KINDS:
+            line[f"syscalls_{k}_per_req"] = ((r.get("syscalls_by_kind") or {}).get(k) or {}).get("median", "")
         for k in LATENCY_KEYS:
             col = f"latency_p{k}_us" if k not in ("max", "mean") else f"latency_{k}_us"
             line[col] = ((r.get("latency_us") or {}).get(k) or {}).get("median", "")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 
+from .syscalls import SHOWN as SYSCALL_KINDS
 from .util import spread
 
 LATENCY_KEYS = ("50", "75", "90", "99", "99.9", "99.99", "max", "mean")
@@ -140,6 +141,10 @@ def summarize(runs: list[dict], baseline: str | None | dict[str, str | None]) ->
             "server_user_us_per_req": spread([r["server"]["user_us_per_req"] for r in ok]),
             "server_sys_us_per_req": spread([r["server"]["sys_us_per_req"] for r in ok]),
             "ctx_switches_per_req": spread([r["server"]["ctx_switches_per_req"] for r in ok]),
+            "syscalls_per_req": spread([r["server"].get("syscalls_per_req") for r in ok]),
+            "syscalls_by_kind": {k: sp for k in SYSCALL_KINDS
+                                 if (sp := spread([((r.get("syscalls") or {}).get("per_req") or {}).get(k)
+                                                   for r in ok])) is not None},
             "peak_rss_kib": spread([r["server"]["peak_rss_kib"] for r in ok]),
             "client_cpu_us_per_req": spread([r["client"]["us_per_req"] for r in ok]),
             "proxy_cpu_us_per_req": spread([(r.get("proxy") or {}).get("cpu_us_per_req") for r in ok]),

@@ -1,0 +1,199 @@
+"""System calls per request, by kind, counted with perf's syscall tracepoints.
+
+perf stat attaches to the server's processes (every thread, and the
+processes they fork) disabled, and its control pipe switches counting on and
+off at the instants loadgen announces, so the counts cover exactly a chosen
+stretch of the run:
+
+  warmup  (default) the warm-up right before the measured window: the same
+          fresh server under the same load, answered requests counted by the
+          client. The measured window is never traced, so its CPU figures
+          carry no cost of the counting. (A perf tracepoint event costs the
+          traced process about 150 ns per syscall on the development VM:
+          2-5% of a request's CPU at depth 1. A raw-tracepoint BPF counter
+          was tried too: as dear per syscall, and it slows every process on
+          the machine, the load client included.)
+  window  the measured window itself: exact, at that cost to its CPU figures.
+
+Only the server's processes are traced; the load client never is.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from .util import log
+
+# The kinds, in the order they are shown, and the syscalls of each (the
+# tracepoints this kernel has of them are counted; raw_syscalls:sys_enter
+# counts them all, and "other" is the rest).
+KINDS: dict[str, tuple[str, ...]] = {
+    "receive": ("read", "readv", "recvfrom", "recvmsg", "recvmmsg"),
+    "send": ("write", "writev", "sendto", "sendmsg", "sendmmsg", "sendfile64"),
+    "wait": ("epoll_wait", "epoll_pwait", "epoll_pwait2", "poll", "ppoll", "select", "pselect6"),
+    "io_uring_enter": ("io_uring_enter",),
+    "accept": ("accept", "accept4"),
+    "futex": ("futex", "futex_waitv"),
+}
+SHOWN = (*KINDS, "other")
+MODES = ("warmup", "window", "off")
+TOTAL = "raw_syscalls:sys_enter"
+ACK_TIMEOUT = 5.0
+START_TIMEOUT = 10.0
+
+
+class Perf:
+    """What this machine's perf can count, found once per comparison."""
+
+    def __init__(self, exe: str = "perf") -> None:
+        self.exe = exe
+        self.events: list[str] = []
+        self.reason: str | None = None
+        path = shutil.which(exe)
+        if path is None:
+            self.reason = f"{exe} not found (Debian: apt-get install linux-perf)"
+            return
+        try:
+            r = subprocess.run([exe, "stat", "-x,", "-e", TOTAL, "--", "true"], capture_output=True, text=True,
+                               timeout=30)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            self.reason = f"{exe} could not run ({e})"
+            return
+        counted = _parse(r.stderr).get(TOTAL)
+        if r.returncode != 0 or not counted:
+            why = next((ln.strip() for ln in r.stderr.splitlines() if ln.strip()), f"exit code {r.returncode}")
+            self.reason = f"{exe} stat -e {TOTAL} failed here: {why[:200]}"
+            return
+        try:
+            dump = subprocess.run([exe, "list", "--raw-dump", "tracepoint"], capture_output=True, text=True,
+                                  timeout=30).stdout.split()
+        except (OSError, subprocess.TimeoutExpired):
+            dump = []
+        have = set(dump)
+        self.events = [f"syscalls:sys_enter_{n}" for names in KINDS.values() for n in names
+                       if f"syscalls:sys_enter_{n}" in have]
+        if not self.events:
+            log(f"note: {exe} lists no syscalls:sys_enter_* tracepoints: syscalls are counted in all, not by kind")
+
+    @property
+    def usable(self) -> bool:
+        return self.reason is None
+
+
+def _parse(text: str) -> dict[str, int | None]:
+    """perf stat -x, output: {event: count}, None where it was not counted."""
+    out: dict[str, int | None] = {}
+    for line in text.splitlines():
+        f = line.split(",")
+        if len(f) < 3 or line.startswith("#"):
+            continue
+        try:
+            out[f[2]] = int(f[0])
+        except ValueError:
+            out[f[2]] = None
+    return out
+
+
+class Counter:
+    """One perf stat attached (disabled) to a server's processes for one run."""
+
+    def __init__(self, perf: Perf, pids: list[int], out: Path) -> None:
+        self.perf, self.out = perf, out
+        self.failure: str | None = None
+        self.seconds = 0.0
+        self.requests: int | None = None   # answered over what was counted (the caller says)
+        self._on_at: float | None = None
+        self._ctl_r, self._ctl_w = os.pipe()
+        self._ack_r, self._ack_w = os.pipe()
+        events = [a for e in [TOTAL, *perf.events] for a in ("-e", e)]
+        cmd = [perf.exe, "stat", "-x,", "-D", "-1", "--control", f"fd:{self._ctl_r},{self._ack_w}",
+               "-o", str(out), *events, "-p", ",".join(map(str, pids))]
+        try:
+            self.proc: subprocess.Popen | None = subprocess.Popen(
+                cmd, pass_fds=(self._ctl_r, self._ack_w), stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=open(out.with_suffix(".stderr"), "wb"))
+        except OSError as e:
+            self.proc, self.failure = None, f"perf could not start ({e})"
+        os.close(self._ctl_r)
+        os.close(self._ack_w)
+        # Ready once perf has its events open (it answers only then), so that
+        # counting starts the instant it is enabled.
+        self._command("disable")
+
+    def _command(self, what: str) -> bool:
+        if self.proc is None or self.failure:
+            return False
+        try:
+            os.write(self._ctl_w, f"{what}\n".encode())
+        except OSError as e:
+            self.failure = f"perf's control pipe: {e}"
+            return False
+        # perf answers once it has opened its events and done the command.
+        deadline = time.monotonic() + (START_TIMEOUT if what == "enable" else ACK_TIMEOUT)
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([self._ack_r], [], [], max(0.0, deadline - time.monotonic()))
+            if ready:
+                if b"ack" in os.read(self._ack_r, 64):
+                    return True
+                break
+        self.failure = f"perf did not acknowledge '{what}'" + self._stderr_hint()
+        return False
+
+    def enable(self) -> None:
+        if self._command("enable"):
+            self._on_at = time.monotonic()
+
+    def disable(self) -> None:
+        if self._on_at is not None and self._command("disable"):
+            self.seconds += time.monotonic() - self._on_at
+        self._on_at = None
+
+    def _stderr_hint(self) -> str:
+        try:
+            text = self.out.with_suffix(".stderr").read_text(errors="replace").strip()
+        except OSError:
+            return ""
+        return f": {text.splitlines()[0][:200]}" if text else ""
+
+    def finish(self) -> dict[str, int] | None:
+        """Stop perf; the counts by kind (and 'total'), or None (self.failure says why)."""
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=ACK_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        for fd in (self._ctl_w, self._ack_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        if self.failure:
+            return None
+        try:
+            got = _parse(self.out.read_text(errors="replace"))
+        except OSError as e:
+            self.failure = f"no perf output ({e})"
+            return None
+        total = got.get(TOTAL)
+        if total is None:
+            self.failure = "perf counted nothing" + self._stderr_hint()
+            return None
+        if not self.perf.events:
+            return {"total": total}
+        counts = {kind: sum(got.get(f"syscalls:sys_enter_{n}") or 0 for n in names) for kind, names in KINDS.items()}
+        counts["other"] = total - sum(counts.values())
+        counts["total"] = total
+        return counts
+
+
+def per_request(counts: dict[str, int], requests: int) -> dict[str, float]:
+    return {k: v / requests for k, v in counts.items()}

@@ -1,0 +1,137 @@
+"""bench/compare's syscall counts (--syscalls, smcompare/syscalls.py) against real servers and perf:
+server-epoll answers each request with one receive and one send (a 16-deep batch with one of each),
+server-uring makes fewer syscalls per request than server-epoll in the same run, a contender's forked
+worker is counted with its master, and without a usable perf (missing, or a stub that fails) the run
+is still valid and says once why sys/req is missing."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import shutil
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import cmptest  # noqa: E402
+from cmptest import TINY, CompareTestCase, rows_of, runs_of  # noqa: E402
+
+# Long enough a warm-up (where the counting is) for a few thousand requests.
+COUNTED = ["--rounds", "1", "--duration", "0.3", "--warmup", "0.5", "--pause", "0"]
+
+
+def perf_missing() -> str | None:
+    return None if shutil.which("perf") else "perf is not installed (Debian: linux-perf; scripts/deps.sh installs it)"
+
+
+class Counts(CompareTestCase):
+    def setUp(self) -> None:
+        super().setUp()
+        if why := perf_missing():
+            self.skipTest(why)
+
+    def per_req(self, results: dict, target: str, scenario: str) -> dict:
+        runs = [r for r in runs_of(results, target) if r["scenario"] == scenario]
+        self.assertTrue(runs, f"no {target} run of {scenario}")
+        got = runs[0].get("syscalls") or {}
+        self.assertIn("per_req", got, f"{target} {scenario}: not counted: {got}")
+        self.assertEqual(got["over"], "warmup")
+        self.assertGreater(got["requests"], 0)
+        return got["per_req"]
+
+    def test_epoll_and_uring(self) -> None:
+        """server-epoll: one receive and one send per request, 1/16 of each at depth 16; server-uring:
+        fewer syscalls per request than server-epoll in the same run, both depths."""
+        run = self.s.run(COUNTED + ["--targets", "epoll,uring", "--modes", "composed", "--scenarios",
+                                    "plaintext,plaintext-p16", "--connections", "4", "--pipeline-connections", "4",
+                                    "--server-threads", "1"])
+        self.assertExit(run, 0)
+        results = self.results(run)
+        self.assertValid(results, run, required=False)
+        self.assertTrue(results["config"]["syscalls"]["counted"], results["config"]["syscalls"])
+        plain = self.per_req(results, "epoll/composed", "plaintext")
+        piped = self.per_req(results, "epoll/composed", "plaintext-p16")
+        for kind in ("receive", "send"):
+            self.assertTrue(0.5 <= plain[kind] <= 1.5, f"epoll plaintext {kind}/req {plain[kind]}: {plain}")
+            self.assertTrue(0.5 / 16 <= piped[kind] <= 1.5 / 16, f"epoll p16 {kind}/req {piped[kind]}: {piped}")
+        self.assertAlmostEqual(sum(v for k, v in plain.items() if k != "total"), plain["total"], places=9)
+        uring = [t for t in results["targets"] if t["id"] == "uring/composed"][0]
+        if uring["status"] == "skipped":
+            print(f"server-uring skipped here ({uring['reason']}): its comparison is not checked")
+        else:
+            for sc in ("plaintext", "plaintext-p16"):
+                u, e = self.per_req(results, "uring/composed", sc), self.per_req(results, "epoll/composed", sc)
+                self.assertLess(u["total"], e["total"], f"{sc}: uring {u} vs epoll {e}")
+                self.assertGreater(u["io_uring_enter"], 0, f"{sc}: uring {u}")
+        # The table's column, the rows' spreads, the CSV's columns, the report's stacked bars.
+        self.assertIn("sys/req", run.stdout)
+        self.assertIn("counted by perf stat over each run's warm-up", run.stdout)
+        row = rows_of(results, "epoll/composed")[0]
+        self.assertIsNotNone(row["syscalls_per_req"], row)
+        self.assertIn("receive", row["syscalls_by_kind"])
+        out = run.out
+        table = list(csv.DictReader(io.StringIO((out / "results.csv").read_text())))
+        epoll = [r for r in table if r["target"] == "epoll/composed" and r["scenario"] == "plaintext"][0]
+        self.assertAlmostEqual(float(epoll["syscalls_receive_per_req"]), plain["receive"], places=3)
+        report = (out / "report.html").read_text()
+        self.assertIn('class="sys-receive"', report)
+        self.assertNoLeftovers(results, run)
+
+    def test_forked_worker_counted(self) -> None:
+        """A contender whose forked worker serves (its master only waits): the worker's receives are counted."""
+        marker = self.s.tmp / "forked.starts"
+        worker = self.s.hello(marker=marker, extra=("--on-sigterm", "die", "--fork-worker"))
+        run = self.s.run(COUNTED + ["--targets", "", "--contender", f"forks-a-worker={worker}", "--scenarios",
+                                    "plaintext", "--connections", "2"])
+        self.assertExit(run, 0)
+        results = self.results(run)
+        got = self.per_req(results, "forks-a-worker", "plaintext")
+        self.assertGreaterEqual(got["receive"], 0.5, f"the worker's receives are not counted: {got}")
+        self.assertGreaterEqual(got["send"], 0.5, f"the worker's sends are not counted: {got}")
+        self.assertNoLeftovers(results, run)
+
+
+class NoPerf(CompareTestCase):
+    def check_uncounted(self, args: list[str], reason: str, env: dict[str, str] | None = None) -> cmptest.Run:
+        saved = dict(os.environ)
+        os.environ.update(env or {})
+        try:
+            run = self.s.run(TINY + ["--targets", "floor", "--scenarios", "plaintext", "--connections", "2", *args])
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+        self.assertExit(run, 0)
+        results = self.results(run)
+        self.assertValid(results, run, required=False)
+        cfg = results["config"]["syscalls"]
+        self.assertFalse(cfg["counted"], cfg)
+        self.assertIn(reason, cfg["reason"] or "", cfg)
+        for r in results["runs"]:
+            self.assertTrue(r["valid"], r["problems"])
+            self.assertIsNone(r["syscalls"], r["syscalls"])
+            self.assertIsNone(r["server"]["syscalls_per_req"])
+        self.assertNotIn("sys/req ", run.stdout.split("sys/req: not counted")[0] if "sys/req: not counted" in
+                         run.stdout else run.stdout, "a sys/req column without counts")
+        return run
+
+    def test_missing_refused_and_off(self) -> None:
+        """perf missing, perf refused (a stub on PATH that fails), --no-syscalls: valid runs, no column, and
+        where it was asked for, the reason once under the table."""
+        run = self.check_uncounted(["--perf", str(self.s.tmp / "no-such-perf")], "not found")
+        self.assertEqual(run.stdout.count("sys/req: not counted"), 1, run.describe())
+        stubs = self.s.tmp / "stubs"
+        stubs.mkdir()
+        stub = stubs / "perf"
+        stub.write_text("#!/bin/sh\necho 'perf_event_open(..., PERF_FLAG_FD_CLOEXEC) failed: Permission denied' >&2\n"
+                        "exit 255\n")
+        stub.chmod(0o755)
+        env = {"PATH": f"{stubs}{os.pathsep}{os.environ.get('PATH', '')}"}
+        run = self.check_uncounted([], "Permission denied", env=env)
+        self.assertEqual(run.stdout.count("sys/req: not counted"), 1, run.describe())
+        run = self.check_uncounted(["--no-syscalls"], "--no-syscalls")
+        self.assertNotIn("sys/req", run.stdout, run.describe())
+
+
+if __name__ == "__main__":
+    cmptest.main()
