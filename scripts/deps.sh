@@ -7,7 +7,9 @@
 #                                   test        sanitizer runtimes, Catch2, the test tools (wrk and h2load:
 #                                               bench/compare --client is tested with them), PostgreSQL 15
 #                                               (scripts/pg.sh starts a temporary one; no system cluster is made),
-#                                               linux-perf (bench/compare counts syscalls with it)
+#                                               linux-perf (bench/compare counts syscalls with it),
+#                                               valgrind (sm_bench_session --instructions counts under callgrind;
+#                                               ctest micro:instructions)
 #                                   containers  Podman, podman-compose, buildah, runc, debootstrap,
 #                                               python3 (docker/build.sh reads servers/models.json)
 #                                   windows     mingw-w64 (posix threads) to cross-build server-iocp.exe,
@@ -23,7 +25,7 @@ declare -A groups=(
   [build]="g++ cmake ninja-build pkg-config make node-llhttp libuv1-dev liburing-dev libsimdjson-dev
            nlohmann-json3-dev libcli11-dev libfmt-dev libpq-dev"
   [test]="clang-14 libclang-rt-14-dev catch2 procps iproute2 python3 python3-jsonschema wrk nghttp2-client
-          postgresql-15 postgresql-client-15 linux-perf"
+          postgresql-15 postgresql-client-15 linux-perf valgrind"
   [containers]="podman podman-compose buildah runc conmon containernetworking-plugins
                 golang-github-containernetworking-plugin-dnsname fuse-overlayfs slirp4netns uidmap
                 iptables debootstrap python3"
