@@ -266,19 +266,42 @@ def _syscall_counter(target: Target, load: Load, tag: str, rec: dict) -> syscall
     if load.remote:
         rec["syscalls"] = {"over": load.syscalls_over, "problem": "not counted: the server is on another host"}
         return None
-    proxy = target.proxy_root()
-    pids = [*target.server_pids(), *(sorted(procs.process_tree(proxy)) if proxy else [])]
+    pids = _settled(lambda: sorted(_server_tree(target)))
     if not pids:
         return None
     return syscalls.Counter(load.perf, pids, load.tmp / f"{tag}-syscalls.perf")
 
 
-def _syscall_counts(counter: syscalls.Counter, load: Load, rec: dict, requests: int | None) -> None:
+def _server_tree(target: Target) -> dict[int, dict]:
+    """The server's processes and its proxy's, with their /proc readings."""
+    proxy = target.proxy_root()
+    tree = {pid: st for pid in target.server_pids() if (st := procs.read_stat(pid)) is not None}
+    return {**tree, **(procs.process_tree(proxy) if proxy else {})}
+
+
+def _settled(read, tries: int = 10, pause: float = 0.05):
+    """read() again until two readings agree (a pre-fork server forks its workers right after it
+    listens), at most tries times."""
+    last = read()
+    for _ in range(tries):
+        time.sleep(pause)
+        now = read()
+        if now == last:
+            break
+        last = now
+    return last
+
+
+def _syscall_counts(counter: syscalls.Counter, target: Target, load: Load, rec: dict,
+                    requests: int | None) -> None:
     """rec["syscalls"]: what counter counted, per request answered over the same stretch."""
+    missed = syscalls.untraced(counter, _server_tree(target)) if target.alive() else []
     counts = counter.finish()
     over = load.syscalls_over
     got: dict = {"over": over, "requests": requests, "seconds": round(counter.seconds, 3)}
-    if counts is None:
+    if missed:
+        got["problem"] = f"not counted: {', '.join(missed)} started before counting began and was not traced"
+    elif counts is None:
         got["problem"] = f"not counted: {counter.failure}"
     elif not requests:
         got["problem"] = "not counted: the client did not say how many requests were answered " + \
@@ -305,7 +328,7 @@ def _measure(target: Target, place: Placement, load: Load, client: Client, sc: S
         _measure_counted(target, place, load, client, sc, conns, rec, rate, out, cmd, tag, warm, counter)
     finally:
         if counter is not None:
-            _syscall_counts(counter, load, rec, counter.requests)
+            _syscall_counts(counter, target, load, rec, counter.requests)
 
 
 def _measure_counted(target: Target, place: Placement, load: Load, client: Client, sc: Scenario, conns: int,

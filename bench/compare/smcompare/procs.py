@@ -81,6 +81,7 @@ def parse_stat(data: str) -> dict:
         "utime": int(rest[11]),   # all threads, live and exited
         "stime": int(rest[12]),
         "threads": int(rest[17]),  # field 20, num_threads
+        "start": int(rest[19]),    # field 22, starttime: clock ticks after boot
         "comm": data[data.index("(") + 1:data.rindex(")")],
     }
 
