@@ -1,6 +1,7 @@
 """bench/compare's syscall counts (--syscalls, smcompare/syscalls.py) against real servers and perf:
 server-epoll answers each request with one receive and one send (a 16-deep batch with one of each),
-server-uring makes fewer syscalls per request than server-epoll in the same run, a contender's forked
+server-uring makes fewer syscalls per request than server-epoll in the same run, cycles and
+instructions are counted where the PMU counts them (else the reason is given), a contender's forked
 worker is counted with its master, and without a usable perf (missing, or a stub that fails) the run
 is still valid and says once why sys/req is missing."""
 
@@ -64,6 +65,16 @@ class Counts(CompareTestCase):
                 u, e = self.per_req(results, "uring/composed", sc), self.per_req(results, "epoll/composed", sc)
                 self.assertLess(u["total"], e["total"], f"{sc}: uring {u} vs epoll {e}")
                 self.assertGreater(u["io_uring_enter"], 0, f"{sc}: uring {u}")
+        # Cycles and instructions: counted where the PMU counts them, else the reason, said once.
+        cfg = results["config"]["syscalls"]
+        epoll_run = [r for r in runs_of(results, "epoll/composed") if r["scenario"] == "plaintext"][0]
+        if cfg["hardware"]:
+            self.assertGreater(epoll_run["server"]["instructions_per_req"], 0, epoll_run["server"])
+            self.assertGreater(epoll_run["server"]["cycles_per_req"], 0, epoll_run["server"])
+        else:
+            self.assertTrue(cfg["hardware_reason"], cfg)
+            self.assertIsNone(epoll_run["server"]["instructions_per_req"])
+            self.assertEqual(run.stdout.count("cycles and instructions per request: "), 1, run.describe())
         # The table's column, the rows' spreads, the CSV's columns, the report's stacked bars.
         self.assertIn("sys/req", run.stdout)
         self.assertIn("counted by perf stat over each run's warm-up", run.stdout)

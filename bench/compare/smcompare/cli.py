@@ -553,7 +553,10 @@ def _syscall_counting(a: argparse.Namespace) -> dict:
         a.syscalls_config["reason"] = perf.reason
         log(f"note: sys/req is not counted: {perf.reason}; everything else is measured")
         return {"perf": None, "syscalls_over": over}
-    a.syscalls_config.update(counted=True, by_kind=bool(perf.events), tool=f"{a.perf} stat")
+    a.syscalls_config.update(counted=True, by_kind=bool(perf.events), tool=f"{a.perf} stat",
+                             hardware=perf.hardware, hardware_reason=perf.hardware_reason)
+    if perf.hardware_reason:
+        log(f"note: cycles and instructions per request are not counted: {perf.hardware_reason}")
     return {"perf": perf, "syscalls_over": over}
 
 

@@ -206,6 +206,7 @@ def run_once(target: Target, place: Placement, load: Load, client: Client, sc: S
                  "server": {"cpu_user_s": None, "cpu_sys_s": None, "cpu_us_per_req": None, "user_us_per_req": None,
                             "sys_us_per_req": None, "util": None, "peak_rss_kib": None, "ctx_switches": None,
                             "ctx_switches_per_req": None, "os_threads": None, "syscalls_per_req": None,
+                            "cycles_per_req": None, "instructions_per_req": None,
                             "pids": []},
                  "client": {"name": client.name, "cpu_s": None, "cpu_basis": None, "rusage_cpu_s": None,
                             "us_per_req": None, "util": None, "engine": None, "exit": None, "note": None},
@@ -310,6 +311,9 @@ def _syscall_counts(counter: syscalls.Counter, target: Target, load: Load, rec: 
         got["counts"] = counts
         got["per_req"] = syscalls.per_request(counts, requests)
         rec["server"]["syscalls_per_req"] = got["per_req"]["total"]
+        for event, n in counter.hardware.items():
+            got[event] = n
+            rec["server"][f"{event}_per_req"] = n / requests if n is not None else None
     rec["syscalls"] = got
 
 

@@ -9,7 +9,7 @@ from .summary import LATENCY_KEYS, SYSCALL_KINDS, client_of
 from .util import fmt_ms, fmt_num, fmt_rate, fmt_ratio, shown_id
 
 SPREADS = ("rps", "server_cpu_us_per_req", "server_user_us_per_req", "server_sys_us_per_req",
-           "ctx_switches_per_req", "syscalls_per_req", "peak_rss_kib", "client_cpu_us_per_req", "proxy_cpu_us_per_req",
+           "ctx_switches_per_req", "syscalls_per_req", "cycles_per_req", "instructions_per_req", "peak_rss_kib", "client_cpu_us_per_req", "proxy_cpu_us_per_req",
            "wineserver_cpu_us_per_req", "db_cpu_us_per_req")
 
 
@@ -163,8 +163,10 @@ def syscalls_note(results: dict) -> str:
         return f"  sys/req: not counted ({cfg.get('reason')})\n" if cfg.get("over") != "off" else ""
     over = {"warmup": "each run's warm-up (same server and load; the measured window is not traced)",
             "window": "the measured window (its CPU figures include the counting's cost)"}[cfg["over"]]
+    hw = ("cycles and instructions per request too (results.json, results.csv)" if cfg.get("hardware") else
+          f"cycles and instructions per request: {cfg.get('hardware_reason')}" if cfg.get("hardware_reason") else "")
     return (f"  sys/req: the server's system calls per request, counted by {cfg.get('tool')} over {over}; "
-            "by kind in the report and results.csv\n")
+            "by kind in the report and results.csv" + (f"\n  {hw}" if hw else "") + "\n")
 
 
 WINNER_METRICS = {"rps": ("req/s", "highest", fmt_rate), "server_cpu_us_per_req": ("srv us/req", "lowest", fmt_num),

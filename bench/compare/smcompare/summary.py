@@ -142,6 +142,8 @@ def summarize(runs: list[dict], baseline: str | None | dict[str, str | None]) ->
             "server_sys_us_per_req": spread([r["server"]["sys_us_per_req"] for r in ok]),
             "ctx_switches_per_req": spread([r["server"]["ctx_switches_per_req"] for r in ok]),
             "syscalls_per_req": spread([r["server"].get("syscalls_per_req") for r in ok]),
+            "cycles_per_req": spread([r["server"].get("cycles_per_req") for r in ok]),
+            "instructions_per_req": spread([r["server"].get("instructions_per_req") for r in ok]),
             "syscalls_by_kind": {k: sp for k in SYSCALL_KINDS
                                  if (sp := spread([((r.get("syscalls") or {}).get("per_req") or {}).get(k)
                                                    for r in ok])) is not None},

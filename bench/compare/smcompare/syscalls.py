@@ -1,4 +1,5 @@
-"""System calls per request, by kind, counted with perf's syscall tracepoints.
+"""System calls per request, by kind, counted with perf's syscall tracepoints (and cycles and
+instructions per request where the machine's PMU counts them).
 
 perf stat attaches to the server's processes (every thread, and the
 processes they fork) disabled, and its control pipe switches counting on and
@@ -44,6 +45,7 @@ KINDS: dict[str, tuple[str, ...]] = {
 SHOWN = (*KINDS, "other")
 MODES = ("warmup", "window", "off")
 TOTAL = "raw_syscalls:sys_enter"
+HARDWARE = ("cycles", "instructions")
 ACK_TIMEOUT = 5.0
 START_TIMEOUT = 10.0
 
@@ -55,6 +57,8 @@ class Perf:
         self.exe = exe
         self.events: list[str] = []
         self.reason: str | None = None
+        self.hardware: list[str] = []             # HARDWARE where counted
+        self.hardware_reason: str | None = None   # why not
         path = shutil.which(exe)
         if path is None:
             self.reason = f"{exe} not found (Debian: apt-get install linux-perf)"
@@ -76,6 +80,20 @@ class Perf:
         except (OSError, subprocess.TimeoutExpired):
             dump = []
         have = set(dump)
+        # Cycles and instructions where the machine's PMU counts them (a VM often has none).
+        try:
+            hw = subprocess.run([exe, "stat", "-x,", "-e", ",".join(HARDWARE), "--", "true"], capture_output=True,
+                                text=True, timeout=30)
+            got = _parse(hw.stderr)
+            if hw.returncode == 0 and all(got.get(e) for e in HARDWARE):
+                self.hardware = list(HARDWARE)
+            else:
+                lines = [ln for ln in hw.stderr.splitlines() if any(e in ln for e in HARDWARE)]
+                self.hardware_reason = ("not supported here (perf stat: " + "; ".join(
+                    ln.split(",")[0] + " " + ln.split(",")[2] for ln in lines if ln.count(",") >= 2)[:160] + ")"
+                    if lines else f"perf stat -e {','.join(HARDWARE)} failed here")
+        except (OSError, subprocess.TimeoutExpired) as e:
+            self.hardware_reason = f"perf could not run ({e})"
         self.events = [f"syscalls:sys_enter_{n}" for names in KINDS.values() for n in names
                        if f"syscalls:sys_enter_{n}" in have]
         if not self.events:
@@ -111,10 +129,11 @@ class Counter:
         self.failure: str | None = None
         self.seconds = 0.0
         self.requests: int | None = None   # answered over what was counted (the caller says)
+        self.hardware: dict[str, int | None] = {}   # cycles and instructions over the same stretch
         self._on_at: float | None = None
         self._ctl_r, self._ctl_w = os.pipe()
         self._ack_r, self._ack_w = os.pipe()
-        events = [a for e in [TOTAL, *perf.events] for a in ("-e", e)]
+        events = [a for e in [TOTAL, *perf.events, *perf.hardware] for a in ("-e", e)]
         cmd = [perf.exe, "stat", "-x,", "-D", "-1", "--control", f"fd:{self._ctl_r},{self._ack_w}",
                "-o", str(out), *events, "-p", ",".join(map(str, pids))]
         try:
@@ -190,6 +209,7 @@ class Counter:
         if total is None:
             self.failure = "perf counted nothing" + self._stderr_hint()
             return None
+        self.hardware = {e: got.get(e) for e in self.perf.hardware}
         if not self.perf.events:
             return {"total": total}
         counts = {kind: sum(got.get(f"syscalls:sys_enter_{n}") or 0 for n in names) for kind, names in KINDS.items()}
