@@ -15,53 +15,19 @@
 #include "runtime/send_buffers.hpp"
 #include "runtime/tuning.hpp"
 #include "uring/probe.hpp"
+#include "uring/server_shape.hpp"
 
 namespace sm::uring {
 namespace {
 
-// Submission slots: one loop iteration submits about one SQE per connection
-// that had traffic (its send, maybe a recv re-arm); a fuller batch is
-// submitted early by Ring::sqe(), so this bounds nothing but the syscall count.
-constexpr unsigned kSqEntries = 1024;
-// Completion slots: multishot requests post without a submission each, so
-// the queue is sized well above the submission queue. An overflow would cost
-// the kernel an allocation per completion and end multishot requests early.
-constexpr unsigned kCqEntries = 8192;
-// Provided buffers per thread. A multishot recv takes one per completion and
-// the loop returns it as soon as its bytes are fed, so every buffer is back
-// in the ring at the end of each batch: the count bounds the recv completions
-// one batch can hold before some connection sees ENOBUFS (then its recv is
-// re-armed after the batch, which costs one SQE). 1024 covers one completion
-// for each of the 256-1024 busy connections a benchmark keeps per thread.
-// 8 KiB holds a 16-deep pipelined batch (about 1 KiB) many times over and a
-// typical request head whole; larger bodies take several completions. The
-// memory is 8 MiB of address space per thread, of which small requests touch
-// one page per buffer.
-constexpr std::size_t kBufferSize = 8 * 1024;
-constexpr std::uint16_t kBufferGroup = 0;
-constexpr runtime::ModelOption kUringBuffers{
-    .name = "uring-buffers",
-    .help =
-        "Provided receive buffers (8 KiB each, resident from the start) per thread's "
-        "io_uring; a power of two. Too few for the busy connections and recvs wait for the "
-        "next batch",
-    .value = 1024,
-    .max = 32768,
-    .power_of_two = true};
 // What a connection object keeps per buffer when it goes back to the pool:
 // enough for the next connection's first responses without an allocation,
 // while a pool that once held a thousand slow readers holds little memory.
 constexpr std::size_t kPooledCapacity = 4 * 1024;
 
-constexpr std::uint64_t kOpMask = 7;
-
-std::uint64_t tag(Connection& c, std::uint64_t op) noexcept {
-    return reinterpret_cast<std::uintptr_t>(&c) | op;
-}
-
-Connection& connection_of(std::uint64_t user_data) noexcept {
-    return *reinterpret_cast<Connection*>(static_cast<std::uintptr_t>(user_data & ~kOpMask));
-}
+using server_shape::kOpMask;
+using server_shape::tag;
+constexpr auto connection_of = server_shape::connection_of<Connection>;
 
 using runtime::output_of;
 using runtime::trim;
@@ -73,14 +39,9 @@ Worker::Worker(const runtime::WorkerContext& ctx)
       stop_(ctx.stop),
       cache_(ctx.options.mode, std::time(nullptr), ctx.options.workloads()),
       conns_(ctx, cache_),
-      buffers_(static_cast<unsigned>(ctx.options.model_option(kUringBuffers.name)), kBufferSize),
+      buffers_(server_shape::make_buffers(ctx.options)),
       now_(Clock::now()) {
-    // Made on the worker thread: with SINGLE_ISSUER it is the only thread
-    // that may submit to this ring.
-    if (const int rc = ring_.init(kSqEntries, kCqEntries); rc < 0)
-        throw std::system_error(-rc, std::generic_category(), "io_uring_setup");
-    if (const int rc = buffers_.register_with(ring_, kBufferGroup); rc < 0)
-        throw std::system_error(-rc, std::generic_category(), "io_uring_register_buf_ring");
+    server_shape::set_up(ring_, buffers_);
     if (!ctx.options.db.empty())
         db_.emplace(ctx.options.db, ctx.options.db_connections, static_cast<db::Loop&>(*this),
                     ctx.options.idle_timeout);
@@ -236,13 +197,7 @@ void Worker::arm_recv(Connection& c) {
     // when its output has room: a multishot recv would let the kernel fill
     // buffer after buffer of the ring with its flood before the loop can
     // stop it, and the others' recvs would find the ring dry.
-    if (c.single_shot) {
-        io_uring_prep_recv(s, c.fd, nullptr, kBufferSize, 0);
-    } else {
-        io_uring_prep_recv_multishot(s, c.fd, nullptr, 0, 0);
-    }
-    s->flags |= IOSQE_BUFFER_SELECT;
-    s->buf_group = kBufferGroup;
+    server_shape::prep_recv(s, c.fd, !c.single_shot);
     queued(s, tag(c, kRecv));
     c.recv_armed = true;
     c.multishot_armed = !c.single_shot;
@@ -517,7 +472,7 @@ std::optional<std::string> model_probe(const runtime::ServerOptions& /*options*/
 
 int main(int argc, char** argv) {
     using namespace sm;
-    static constexpr runtime::ModelOption kOptions[] = {uring::kUringBuffers};
+    static constexpr runtime::ModelOption kOptions[] = {uring::server_shape::kUringBuffers};
     return runtime::serve({.name = "uring",
                            .worker = &runtime::run<uring::Worker>,
                            .probe = &uring::model_probe,

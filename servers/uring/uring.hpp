@@ -37,7 +37,7 @@ namespace sm::uring {
 using runtime::Clock;
 
 // Aligned so that the low three bits of its address can tag the operation in
-// a completion's user_data.
+// a completion's user_data (server_shape::tag).
 struct alignas(8) Connection : runtime::ConnectionRecord {
     using ConnectionRecord::ConnectionRecord;
 
