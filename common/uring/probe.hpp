@@ -1,7 +1,7 @@
-// The start-up probe of io_uring, for server-uring and loadgen's --engine
-// uring: can io_uring run here? Checked before anything is opened, so a
-// container or kernel without it gets a reason instead of a half-started
-// program.
+// The start-up probe of io_uring, for server-uring (and bench/floor's
+// floor-uring, its floor) and loadgen's --engine uring: can io_uring run
+// here? Checked before anything is opened, so a container or kernel without
+// it gets a reason instead of a half-started program.
 #pragma once
 
 #include <optional>
