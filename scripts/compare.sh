@@ -25,8 +25,8 @@ done
 scripts/deps.sh bench
 cmake --preset release >/dev/null
 # Every server the build defines here (server-uring needs liburing), the
-# floor and loadgen; not the tests.
-available=$(cmake --build --preset release --target help | sed -n 's/^\(server-[a-z]*\|floor\|loadgen\):.*/\1/p')
+# floors (floor-uring needs liburing too) and loadgen; not the tests.
+available=$(cmake --build --preset release --target help | sed -n 's/^\(server-[a-z]*\|floor\|floor-uring\|loadgen\):.*/\1/p')
 # shellcheck disable=SC2086
 cmake --build --preset release --target ${available}
 exec python3 bench/compare/compare "${quick[@]}" "${args[@]}"

@@ -7,7 +7,7 @@ unique token:
 
 - the harness gets a private --build-dir made of symbolic links to the real
   binaries (DIR/servers/MODEL/server-MODEL, DIR/windows/servers/iocp/server-iocp.exe,
-  DIR/bench/floor/floor, DIR/bench/loadgen/loadgen), so every server and
+  DIR/bench/floor/floor, DIR/bench/floor/floor-uring, DIR/bench/loadgen/loadgen), so every server and
   loadgen process it starts carries the temporary directory in its command line;
 - the harness's environment carries SMCMP_TEST_TOKEN=<token>, inherited by
   everything it starts (nginx workers, contenders, ip netns exec, ...);
@@ -53,7 +53,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "bench" / "compare"))
-from smcompare.models import BY_NAME  # noqa: E402
+from smcompare.models import BY_NAME, FLOORS  # noqa: E402
 
 HELLO_SERVER = HERE / "hello_server.py"
 TOKEN_VAR = "SMCMP_TEST_TOKEN"
@@ -302,7 +302,8 @@ class Session:
     def _make_build(self, wrappers: bool) -> None:
         real = Config.build_dir
         # Every model, a Windows one too (BUILD/windows/servers/iocp/server-iocp.exe, run under Wine).
-        items = [str(m.binary_in(Path())) for m in BY_NAME.values()] + ["bench/floor/floor", "bench/loadgen/loadgen"]
+        items = [str(m.binary_in(Path())) for m in BY_NAME.values()] + [f"bench/floor/{f}" for f in FLOORS] \
+            + ["bench/loadgen/loadgen"]
         for rel in items:
             src = real / rel
             if not src.exists():

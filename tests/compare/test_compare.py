@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cmptest  # noqa: E402
 from cmptest import TINY, CompareTestCase, by_id, rows_of, runs_of  # noqa: E402
 from smcompare import workloads  # noqa: E402
-from smcompare.models import MODELS  # noqa: E402
+from smcompare.models import ALL_MODELS, FLOORS, MODELS  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
 import techempower_fortune  # noqa: E402
@@ -217,6 +217,36 @@ class Targets(CompareTestCase):
                 self.assertTrue(t.get("reason"), f"{name}: skipped without a reason: {t}")
                 self.assertIn(t.get("requested"), (False, None), f"{name}: {t}")
             self.assertEqual([r for r in results["runs"] if r["target"] in {t["id"] for t in found}], [])
+        # The floor of each model's I/O shape runs beside floor (or is skipped with the reason: not built, or no
+        # io_uring here), and is not requested.
+        for name in FLOORS:
+            t = targets.get(name)
+            self.assertIsNotNone(t, f"{name}: not reported (ids: {sorted(targets)})" + run.describe())
+            self.assertIn(t["status"], ("measured", "skipped"), f"{name}: {t}" + run.describe())
+            self.assertEqual(t.get("kind"), "floor", f"{name}: {t}")
+            self.assertIn(t.get("requested"), (False, None), f"{name}: {t}")
+        self.assertNoLeftovers(results, run)
+
+    def test_floor_uring(self) -> None:
+        """--targets floor-uring: server-uring's I/O shape under the floor's answers, a floor like floor (kind,
+        label), valid runs of plaintext and json; skipped where it is not built or io_uring is refused. Every
+        model of servers/models.json names a floor --targets knows, or none."""
+        for m in ALL_MODELS:
+            self.assertTrue(m.floor is None or m.floor in FLOORS or m.platform != "linux", f"{m.name}: {m.floor}")
+        self.assertEqual(next(m.floor for m in ALL_MODELS if m.name == "uring"), "floor-uring")
+        if not (cmptest.Config.build_dir / "bench/floor/floor-uring").exists():
+            self.skipTest("floor-uring is not built (no liburing)")
+        run = self.s.run(TINY + ["--targets", "floor-uring", "--scenarios", "plaintext,json", "--connections", "4"])
+        results = self.results(run)
+        t = by_id(results).get("floor-uring") or {}
+        if t.get("status") == "skipped" and "io_uring unavailable" in (t.get("reason") or ""):
+            self.skipTest(f"io_uring refused here: {t['reason']}")
+        self.assertExit(run, 0)
+        self.assertValid(results, run, required=False)
+        self.assertMeasured(results, "floor-uring", run)
+        self.assertEqual(t.get("kind"), "floor", t)
+        self.assertIn("server-uring's I/O", t.get("label") or "", t)
+        self.assertEqual({r["scenario"] for r in rows_of(results, "floor-uring")}, {"plaintext", "json"})
         self.assertNoLeftovers(results, run)
 
     def test_requested_missing(self) -> None:

@@ -19,7 +19,7 @@ from . import checks, clients, envinfo, fixedload, output, procs, syscalls, wine
 from . import scenarios as scenarios_mod
 from .database import Database, redact
 from .measure import Load, Scenario, run_once
-from .models import BY_NAME
+from .models import BY_NAME, FLOORS
 from .summary import agreement, compare, scenario_baselines, summarize, thread_sweep, upgrade, winners
 from .hosting import ContainerTarget, Engine, describe_options, hosted_targets, parse_hosting
 from .targets import (ALL_TARGETS, DEFAULT_TARGETS, REPO_ROOT, WINE_MODELS, ContenderTarget, H2oTarget,
@@ -349,8 +349,8 @@ def build_targets(a: argparse.Namespace) -> list[Target]:
         elif name in BY_NAME:
             binary = BY_NAME[name].binary_in(a.build_dir)
             out += [ModelTarget(name, binary, mode, requested) for mode in a.modes]
-        elif name == "floor":
-            out.append(ModelTarget("floor", a.build_dir / "bench" / "floor" / "floor", None, requested))
+        elif name in FLOORS:
+            out.append(ModelTarget(name, a.build_dir / "bench" / "floor" / name, None, requested))
         elif name == "nginx":
             out.append(NginxTarget(a.nginx, requested))
         elif name == "h2o":

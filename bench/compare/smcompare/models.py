@@ -8,6 +8,8 @@ type is a ValueError naming the file.
 
   MODELS             the names of the models of this platform (on Linux the
                      Linux ones), in the file's order: what the harnesses run
+  FLOORS             bench/floor's binaries for this platform's models' I/O
+                     shapes (Model.floor), "floor" first: ("floor", "floor-uring")
   ALL_MODELS         every model in the file (Model), whatever its platform
   BY_NAME            name -> Model, every model
   ENDPOINTS          every endpoint (Endpoint), in the file's order
@@ -42,6 +44,9 @@ class Model:
     libraries: tuple[str, ...]
     needs_io_uring: bool
     database: bool = False  # it reaches PostgreSQL for the workloads (--db)
+    # The bench/floor binary with its I/O shape, the floor its CPU per request
+    # is read against ("floor", "floor-uring"), or None: none has its shape.
+    floor: str | None = None
 
     def binary_in(self, build_dir: Path) -> Path:
         """Where a build directory has it: BUILD_DIR/servers/NAME/BINARY, for a
@@ -73,7 +78,7 @@ class Workload:
 
 
 MODEL_FIELDS = {"name": str, "binary": str, "shows": str, "platform": str, "libraries": list,
-                "needs_io_uring": bool, "database": bool}
+                "needs_io_uring": bool, "database": bool, "floor": str}
 ENDPOINT_FIELDS = {"name": str, "path": str, "content_type": str, "body": str, "note": str,
                    "benchmarked": bool}
 WORKLOAD_FIELDS = {"name": str, "path": str, "content_type": str, "response": str, "source": str}
@@ -119,8 +124,10 @@ def load_all(path: Path = MODELS_FILE) -> tuple[tuple[Model, ...], tuple[Endpoin
             raise ValueError(f"{path}: model {m['name']}: platform {m['platform']!r}, expected one of {PLATFORMS}")
         if not all(isinstance(lib, str) for lib in m["libraries"]):
             raise ValueError(f"{path}: model {m['name']}: libraries must be a list of strings")
+        if m["floor"] and not re.fullmatch(r"floor(-[a-z0-9]+)?", m["floor"]):
+            raise ValueError(f"{path}: model {m['name']}: floor {m['floor']!r}, expected floor, floor-SHAPE or empty")
         models.append(Model(m["name"], m["binary"], m["shows"], m["platform"], tuple(m["libraries"]),
-                            m["needs_io_uring"], m["database"]))
+                            m["needs_io_uring"], m["database"], m["floor"] or None))
     endpoints = [Endpoint(e["name"], e["path"], e["content_type"], e["body"].encode(), e["note"], e["benchmarked"])
                  for e in _entries(doc, "endpoints", ENDPOINT_FIELDS, path)]
     workloads = []
@@ -134,6 +141,8 @@ def load_all(path: Path = MODELS_FILE) -> tuple[tuple[Model, ...], tuple[Endpoin
 ALL_MODELS, ENDPOINTS, WORKLOADS = load_all()
 BY_NAME = {m.name: m for m in ALL_MODELS}
 MODELS = tuple(m.name for m in ALL_MODELS if m.platform == PLATFORM)
+# "floor" always: every comparison's reference, whatever the models' shapes.
+FLOORS = tuple(dict.fromkeys(["floor", *(m.floor for m in ALL_MODELS if m.platform == PLATFORM and m.floor)]))
 ENDPOINTS_BY_NAME = {e.name: e for e in ENDPOINTS}
 BENCHMARKED = tuple(e for e in ENDPOINTS if e.benchmarked)
 

@@ -6,7 +6,8 @@ harness starts every target once to check it (preflight), then fresh for
 every measured run.
 
   DEFAULT_TARGETS  what runs without --targets: the models of this platform,
-                   the floor, the peers
+                   the floors of their I/O shapes (models.FLOORS: floor,
+                   floor-uring), the peers
   WINE_MODELS      the Windows models, run on Linux through Wine (wine.py)
                    only when --targets names them
   ALL_TARGETS      every name --targets accepts
@@ -27,13 +28,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import probe, procs
-from .models import ALL_MODELS, BENCHMARKED, BY_NAME, MODELS, PLATFORM
+from .models import ALL_MODELS, BENCHMARKED, BY_NAME, FLOORS, MODELS, PLATFORM
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 PEERS_DIR = REPO_ROOT / "bench" / "peers"
 PROBE_SCRIPT = Path(__file__).resolve().parent / "probe.py"
 PEERS = ("nginx", "h2o")
-DEFAULT_TARGETS = (*MODELS, "floor", *PEERS)
+DEFAULT_TARGETS = (*MODELS, *FLOORS, *PEERS)
 # Wine's completion ports and socket layer are not Windows': a Windows model
 # measured under Wine is no measure of Windows performance, so it runs only
 # when asked for, and is labelled so wherever it appears.
@@ -206,13 +207,17 @@ class Target:
 
 
 class ModelTarget(Target):
-    """A servermodels binary, or bench/floor: the shared options and ready line."""
+    """A servermodels binary, or a bench/floor one: the shared options and ready line."""
     startup_timeout = STARTUP_TIMEOUT
 
     def __init__(self, name: str, binary: Path, mode: str | None, requested: bool) -> None:
-        kind = "floor" if name == "floor" else "model"
+        kind = "floor" if name in FLOORS else "model"
         tid = name if mode is None else f"{name}/{mode}"
-        label = ("bench/floor: no-parse responder, one canned response per request (the /json one for /json)"
+        # Another floor is the same floor with the I/O shape of the models that name it (servers/models.json):
+        # floor-uring, server-uring's.
+        shaped = [m.binary for m in ALL_MODELS if m.floor == name]
+        where = "bench/floor" if name == "floor" else f"bench/floor {name} ({', '.join(shaped)}'s I/O)"
+        label = (f"{where}: no-parse responder, one canned response per request (the /json one for /json)"
                  if kind == "floor" else f"{binary.name} --mode {mode}")
         super().__init__(id=tid, name=name, kind=kind, mode=mode, label=label, requested=requested)
         self.binary = binary
