@@ -44,7 +44,7 @@ class Counts(CompareTestCase):
     def test_epoll_and_uring(self) -> None:
         """server-epoll: one receive and one send per request, 1/16 of each at depth 16; server-uring:
         fewer syscalls per request than server-epoll in the same run, both depths."""
-        run = self.s.run(COUNTED + ["--targets", "epoll,uring", "--modes", "composed", "--scenarios",
+        run = self.s.run(COUNTED + ["--targets", "epoll,uring,floor,floor-uring", "--modes", "composed", "--scenarios",
                                     "plaintext,plaintext-p16", "--connections", "4", "--pipeline-connections", "4",
                                     "--server-threads", "1"])
         self.assertExit(run, 0)
@@ -65,6 +65,19 @@ class Counts(CompareTestCase):
                 u, e = self.per_req(results, "uring/composed", sc), self.per_req(results, "epoll/composed", sc)
                 self.assertLess(u["total"], e["total"], f"{sc}: uring {u} vs epoll {e}")
                 self.assertGreater(u["io_uring_enter"], 0, f"{sc}: uring {u}")
+                fu, f = self.per_req(results, "floor-uring", sc), self.per_req(results, "floor", sc)
+                self.assertLess(fu["total"], f["total"], f"{sc}: floor-uring {fu} vs floor {f}")
+        # Each model's row is read against its own I/O shape's floor too (servers/models.json).
+        for tid, floor in (("epoll/composed", "floor"), ("uring/composed", "floor-uring")):
+            if tid == "uring/composed" and uring["status"] == "skipped":
+                continue
+            for row in rows_of(results, tid):
+                own = row.get("vs_floor") or {}
+                self.assertEqual(own.get("floor"), floor, row)
+                mine = [r for r in runs_of(results, tid) if r["scenario"] == row["scenario"]][0]
+                theirs = [r for r in runs_of(results, floor) if r["scenario"] == row["scenario"]][0]
+                self.assertAlmostEqual(own["server_cpu_us_per_req"], mine["server"]["cpu_us_per_req"]
+                                       / theirs["server"]["cpu_us_per_req"], places=9)
         # Cycles and instructions: counted where the PMU counts them, else the reason, said once.
         cfg = results["config"]["syscalls"]
         epoll_run = [r for r in runs_of(results, "epoll/composed") if r["scenario"] == "plaintext"][0]

@@ -912,6 +912,11 @@ def summary_cells(row: Json, ctx: Ctx) -> list[Cell]:
     user, sys_ = med(row.get("server_user_us_per_req")), med(row.get("server_sys_us_per_req"))
     split = f'<br><span class="muted">user {esc(fmt_sig(user))} \u00b7 sys {esc(fmt_sig(sys_))}</span>' \
         if user is not None or sys_ is not None else ""
+    own = row.get("vs_floor") or {}
+    if _num(own.get("server_cpu_us_per_req")) is not None:
+        split += (f'<br><span class="muted" title="the median over rounds of this run / the same round\'s run of '
+                  f'{esc(own.get("floor"))}, the floor with its I/O shape">{esc(fmt_ratio(own["server_cpu_us_per_req"]))}'
+                  f' {esc(own.get("floor"))}</span>')
     wineserver = med(row.get("wineserver_cpu_us_per_req"))
     if wineserver is not None:
         split += f'<br><span class="muted">wineserver {esc(fmt_sig(wineserver))}</span>'

@@ -407,6 +407,7 @@ def csv_text(results: dict) -> str:
     cols += ["vs_baseline_rps", "vs_baseline_server_cpu_us_per_req", "vs_baseline_latency_p99_us",
              "vs_baseline_db_cpu_us_per_req",
              "vs_bare_rps", "vs_bare_server_cpu_us_per_req", "vs_bare_latency_p99_us", "vs_bare_db_cpu_us_per_req",
+             "floor", "vs_floor_rps", "vs_floor_server_cpu_us_per_req",
              "errors", "limited_by", "baseline"]
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
@@ -431,6 +432,9 @@ def csv_text(results: dict) -> str:
             line[col] = ((r.get("latency_us") or {}).get(k) or {}).get("median", "")
         for k, v in (r.get("vs_baseline") or {}).items():
             line[f"vs_baseline_{k}"] = "" if v is None else v
+        own = r.get("vs_floor") or {}
+        line.update(floor=own.get("floor") or "", vs_floor_rps=own.get("rps") or "",
+                    vs_floor_server_cpu_us_per_req=own.get("server_cpu_us_per_req") or "")
         for k, v in (r.get("vs_bare") or {}).items():
             line[f"vs_bare_{k}"] = "" if v is None else v
         w.writerow({k: _cell(v) for k, v in line.items()})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 
+from .models import BY_NAME, FLOORS
 from .syscalls import SHOWN as SYSCALL_KINDS
 from .util import spread
 
@@ -13,6 +14,12 @@ COMPARED = (("rps", "higher"), ("server_cpu_us_per_req", "lower"), ("latency_p99
             ("db_cpu_us_per_req", "lower"))
 # What the winners are picked by (db_cpu_us_per_req only in the db scenarios).
 WON_BY = (("rps", "higher"), ("server_cpu_us_per_req", "lower"), ("db_cpu_us_per_req", "lower"))
+
+
+def floor_of(target: str) -> str | None:
+    """The floor of a target's I/O shape (servers/models.json), for a model (hosted or not); else None."""
+    model = BY_NAME.get(target.partition("@")[0].partition("/")[0])
+    return model.floor if model is not None else None
 
 
 def client_of(r: dict) -> str:
@@ -123,6 +130,9 @@ def summarize(runs: list[dict], baseline: str | None | dict[str, str | None]) ->
         return paired or bare_runs.get((bare, r["scenario"], r["connections"], r["round"], client_of(r),
                                         r.get("threads")))
 
+    # Each floor's run in a round: what a model's run is read against (its own I/O shape's floor).
+    floor_runs = {(r["target"], r["scenario"], r["connections"], r["round"], client_of(r), r.get("threads")): r
+                  for r in runs if r["valid"] and r["target"] in FLOORS}
     rows = []
     for (target, scenario, conns, client, threads), rs in groups.items():
         ok = [r for r in rs if r["valid"]]
@@ -162,6 +172,14 @@ def summarize(runs: list[dict], baseline: str | None | dict[str, str | None]) ->
             by_rps = sorted(ok, key=lambda r: r["rps"] or 0)
             row["latency_curve"] = by_rps[(len(by_rps) - 1) // 2]["latency_curve"]
         row["vs_baseline"] = _ratios(ok, base_of)
+        floor = floor_of(target)
+        if floor is not None and floor != target:
+            mine = {k: r for k, r in floor_runs.items() if k[0] == floor}
+            if mine:
+                ratios = _ratios(ok, lambda r: floor_runs.get((floor, r["scenario"], r["connections"], r["round"],
+                                                               client_of(r), r.get("threads"))))
+                row["vs_floor"] = {"floor": floor, "rps": ratios["rps"],
+                                   "server_cpu_us_per_req": ratios["server_cpu_us_per_req"]}
         if "@" in target:
             row["vs_bare"] = _ratios(ok, bare_of)
         rows.append(row)
