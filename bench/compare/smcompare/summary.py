@@ -130,9 +130,20 @@ def summarize(runs: list[dict], baseline: str | None | dict[str, str | None]) ->
         return paired or bare_runs.get((bare, r["scenario"], r["connections"], r["round"], client_of(r),
                                         r.get("threads")))
 
-    # Each floor's run in a round: what a model's run is read against (its own I/O shape's floor).
-    floor_runs = {(r["target"], r["scenario"], r["connections"], r["round"], client_of(r), r.get("threads")): r
-                  for r in runs if r["valid"] and r["target"] in FLOORS}
+    # The floors' runs by round: what a model's run is read against (its own I/O shape's floor): the one of
+    # its pair where that is its floor (--pairing adjacent), else the one nearest in time in its round.
+    floor_runs: dict[tuple, list[dict]] = {}
+    for r in runs:
+        if r["valid"] and r["target"] in FLOORS:
+            floor_runs.setdefault((r["target"], r["scenario"], r["connections"], r["round"], client_of(r),
+                                   r.get("threads")), []).append(r)
+
+    def floor_run(floor: str, r: dict) -> dict | None:
+        mine = floor_runs.get((floor, r["scenario"], r["connections"], r["round"], client_of(r), r.get("threads")))
+        if not mine:
+            return None
+        paired = [f for f in mine if r.get("pair") is not None and f.get("pair") == r["pair"]]
+        return (paired or sorted(mine, key=lambda f: abs((f.get("at_s") or 0) - (r.get("at_s") or 0))))[0]
     rows = []
     for (target, scenario, conns, client, threads), rs in groups.items():
         ok = [r for r in rs if r["valid"]]
@@ -174,10 +185,8 @@ def summarize(runs: list[dict], baseline: str | None | dict[str, str | None]) ->
         row["vs_baseline"] = _ratios(ok, base_of)
         floor = floor_of(target)
         if floor is not None and floor != target:
-            mine = {k: r for k, r in floor_runs.items() if k[0] == floor}
-            if mine:
-                ratios = _ratios(ok, lambda r: floor_runs.get((floor, r["scenario"], r["connections"], r["round"],
-                                                               client_of(r), r.get("threads"))))
+            if any(k[0] == floor for k in floor_runs):
+                ratios = _ratios(ok, lambda r: floor_run(floor, r))
                 row["vs_floor"] = {"floor": floor, "rps": ratios["rps"],
                                    "server_cpu_us_per_req": ratios["server_cpu_us_per_req"]}
         if "@" in target:
