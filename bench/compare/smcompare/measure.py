@@ -147,12 +147,14 @@ def _run_client(cmd: list[str], seconds: float, out: Path, pids: list[int] | Non
                     if over is not None:
                         over.disable()
                     reading(True)
+                    if over is not None:
+                        over.stop()
                     t0 = time.monotonic()
                     if counter is not None and count_over == "window":
                         counter.enable()
                     _sleep_until(end_ns)
                     if counter is not None and count_over == "window":
-                        counter.disable()
+                        counter.stop()
                     reading(False)
                     window.seconds = time.monotonic() - t0
                 elif window is not None:
@@ -161,7 +163,7 @@ def _run_client(cmd: list[str], seconds: float, out: Path, pids: list[int] | Non
             stdout += p.stdout.read().decode(errors="replace")  # type: ignore[union-attr]
             os.waitid(os.P_PID, p.pid, os.WEXITED | os.WNOWAIT)
             if counter is not None and (count_over == "run" or (count_over == "window" and not announces)):
-                counter.disable()
+                counter.stop()
             if window is not None and not announces:
                 reading(False)
                 window.seconds = time.monotonic() - t0

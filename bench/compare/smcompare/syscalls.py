@@ -1,10 +1,11 @@
-"""System calls per request, by kind, counted with perf's syscall tracepoints (and cycles and
-instructions per request where the machine's PMU counts them).
+"""System calls per request, by kind, counted with perf stat on raw_syscalls:sys_enter (the total,
+and one event per kind filtered by syscall number), and cycles and instructions per request where
+the machine's PMU counts them.
 
 perf stat attaches to the server's processes (every thread, and the
 processes they fork) disabled, and its control pipe switches counting on and
 off at the instants loadgen announces, so the counts cover exactly a chosen
-stretch of the run:
+stretch of the run; perf ends as soon as that is over:
 
   warmup  (default) the warm-up right before the measured window: the same
           fresh server under the same load, answered requests counted by the
@@ -22,6 +23,8 @@ Only the server's processes are traced; the load client never is.
 from __future__ import annotations
 
 import os
+import platform
+import re
 import select
 import shutil
 import signal
@@ -31,12 +34,12 @@ from pathlib import Path
 
 from .util import log
 
-# The kinds, in the order they are shown, and the syscalls of each (the
-# tracepoints this kernel has of them are counted; raw_syscalls:sys_enter
-# counts them all, and "other" is the rest).
+# The kinds, in the order they are shown, and the syscalls of each (those
+# this architecture has; raw_syscalls:sys_enter counts them all, and "other"
+# is the rest).
 KINDS: dict[str, tuple[str, ...]] = {
     "receive": ("read", "readv", "recvfrom", "recvmsg", "recvmmsg"),
-    "send": ("write", "writev", "sendto", "sendmsg", "sendmmsg", "sendfile64"),
+    "send": ("write", "writev", "sendto", "sendmsg", "sendmmsg", "sendfile"),
     "wait": ("epoll_wait", "epoll_pwait", "epoll_pwait2", "poll", "ppoll", "select", "pselect6"),
     "io_uring_enter": ("io_uring_enter",),
     "accept": ("accept", "accept4"),
@@ -55,7 +58,8 @@ class Perf:
 
     def __init__(self, exe: str = "perf") -> None:
         self.exe = exe
-        self.events: list[str] = []
+        self.events: list[tuple[str, str]] = []   # (kind, tracepoint filter) counted beside the total
+        self.by_kind_reason: str | None = None
         self.reason: str | None = None
         self.hardware: list[str] = []             # HARDWARE where counted
         self.hardware_reason: str | None = None   # why not
@@ -74,12 +78,20 @@ class Perf:
             why = next((ln.strip() for ln in r.stderr.splitlines() if ln.strip()), f"exit code {r.returncode}")
             self.reason = f"{exe} stat -e {TOTAL} failed here: {why[:200]}"
             return
-        try:
-            dump = subprocess.run([exe, "list", "--raw-dump", "tracepoint"], capture_output=True, text=True,
-                                  timeout=30).stdout.split()
-        except (OSError, subprocess.TimeoutExpired):
-            dump = []
-        have = set(dump)
+        # One event per kind: raw_syscalls:sys_enter filtered by the kind's syscall numbers. (A
+        # syscalls:sys_enter_NAME event per syscall would be 25 events in every thread, each switched
+        # in and out with it: server-blocking under 256 pipelining connections then left requests
+        # unanswered for seconds.)
+        numbers = syscall_numbers()
+        if numbers:
+            for kind, names in KINDS.items():
+                ids = sorted({numbers[n] for n in names if n in numbers})
+                if ids:
+                    self.events.append((kind, " || ".join(f"id == {i}" for i in ids)))
+        else:
+            self.by_kind_reason = ("this architecture's syscall numbers were not found (asm/unistd_64.h; Debian: "
+                                   "linux-libc-dev)")
+            log(f"note: syscalls are counted in all, not by kind: {self.by_kind_reason}")
         # Cycles and instructions where the machine's PMU counts them (a VM often has none).
         try:
             hw = subprocess.run([exe, "stat", "-x,", "-e", ",".join(HARDWARE), "--", "true"], capture_output=True,
@@ -94,28 +106,51 @@ class Perf:
                     if lines else f"perf stat -e {','.join(HARDWARE)} failed here")
         except (OSError, subprocess.TimeoutExpired) as e:
             self.hardware_reason = f"perf could not run ({e})"
-        self.events = [f"syscalls:sys_enter_{n}" for names in KINDS.values() for n in names
-                       if f"syscalls:sys_enter_{n}" in have]
-        if not self.events:
-            log(f"note: {exe} lists no syscalls:sys_enter_* tracepoints: syscalls are counted in all, not by kind")
 
     @property
     def usable(self) -> bool:
         return self.reason is None
 
 
-def _parse(text: str) -> dict[str, int | None]:
-    """perf stat -x, output: {event: count}, None where it was not counted."""
-    out: dict[str, int | None] = {}
+def _counts(text: str) -> list[tuple[str, int | None]]:
+    """perf stat -x, output: (event, count) in the order the events were given, None where it was not
+    counted."""
+    out: list[tuple[str, int | None]] = []
     for line in text.splitlines():
         f = line.split(",")
         if len(f) < 3 or line.startswith("#"):
             continue
         try:
-            out[f[2]] = int(f[0])
+            out.append((f[2], int(f[0])))
         except ValueError:
-            out[f[2]] = None
+            out.append((f[2], None))
     return out
+
+
+def _parse(text: str) -> dict[str, int | None]:
+    """perf stat -x, output: {event: count} (the first of an event given twice)."""
+    out: dict[str, int | None] = {}
+    for event, n in _counts(text):
+        out.setdefault(event, n)
+    return out
+
+
+def syscall_numbers(machine: str | None = None) -> dict[str, int]:
+    """This architecture's syscall numbers by name, from the kernel's uapi header (asm/unistd_64.h, or
+    asm-generic/unistd.h where the architecture uses the generic table); {} where none is found."""
+    arch = machine or platform.machine()
+    paths = [Path(f"/usr/include/{arch}-linux-gnu/asm/unistd_64.h"), Path("/usr/include/asm/unistd_64.h")]
+    if arch in ("aarch64", "riscv64", "loongarch64"):
+        paths.append(Path("/usr/include/asm-generic/unistd.h"))
+    for path in paths:
+        try:
+            text = path.read_text()
+        except OSError:
+            continue
+        found = {m.group(1): int(m.group(2)) for m in re.finditer(r"#define __NR_(\w+)\s+(\d+)\b", text)}
+        if found:
+            return found
+    return {}
 
 
 class Counter:
@@ -133,7 +168,10 @@ class Counter:
         self._on_at: float | None = None
         self._ctl_r, self._ctl_w = os.pipe()
         self._ack_r, self._ack_w = os.pipe()
-        events = [a for e in [TOTAL, *perf.events, *perf.hardware] for a in ("-e", e)]
+        events = ["-e", TOTAL]
+        for _kind, where in perf.events:
+            events += ["-e", TOTAL, "--filter", where]
+        events += [a for e in perf.hardware for a in ("-e", e)]
         cmd = [perf.exe, "stat", "-x,", "-D", "-1", "--control", f"fd:{self._ctl_r},{self._ack_w}",
                "-o", str(out), *events, "-p", ",".join(map(str, pids))]
         try:
@@ -176,6 +214,14 @@ class Counter:
             self.seconds += time.monotonic() - self._on_at
         self._on_at = None
 
+    def stop(self) -> None:
+        """Counting is over: perf writes its counts and ends now (finish() waits for it). Left attached,
+        its events would be copied into every thread the server starts (server-blocking under 256
+        connections then left requests unanswered past the client's timeout)."""
+        self.disable()
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+
     def _stderr_hint(self) -> str:
         try:
             text = self.out.with_suffix(".stderr").read_text(errors="replace").strip()
@@ -201,18 +247,24 @@ class Counter:
         if self.failure:
             return None
         try:
-            got = _parse(self.out.read_text(errors="replace"))
+            lines = _counts(self.out.read_text(errors="replace"))
         except OSError as e:
             self.failure = f"no perf output ({e})"
             return None
-        total = got.get(TOTAL)
+        # The counts come in the order of the events: the total, each kind's, the hardware events.
+        kinds = [kind for kind, _ in self.perf.events]
+        if len(lines) != 1 + len(kinds) + len(self.perf.hardware):
+            self.failure = f"perf gave {len(lines)} counts for {1 + len(kinds) + len(self.perf.hardware)} events"
+            return None
+        total = lines[0][1]
+        got = dict(zip(kinds, (n for _, n in lines[1:1 + len(kinds)])))
         if total is None:
             self.failure = "perf counted nothing" + self._stderr_hint()
             return None
-        self.hardware = {e: got.get(e) for e in self.perf.hardware}
+        self.hardware = {e: n for e, (_, n) in zip(self.perf.hardware, lines[1 + len(kinds):])}
         if not self.perf.events:
             return {"total": total}
-        counts = {kind: sum(got.get(f"syscalls:sys_enter_{n}") or 0 for n in names) for kind, names in KINDS.items()}
+        counts = {kind: got.get(kind) or 0 for kind in KINDS}
         # perf switches its events on one after another: a syscall at that edge can be counted by one of
         # them and not by another (a handful in a run), so the kinds bound the total from below.
         counts["other"] = max(0, total - sum(counts.values()))
