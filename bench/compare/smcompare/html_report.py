@@ -677,9 +677,9 @@ def notice_items(results: Json, ctx: Ctx) -> list[tuple[str, str]]:
             threads = f" t{r['threads']}" if ctx.counts and r.get("threads") is not None else ""
             items.append(("err", f"invalid run: {ctx.shown(str(r.get('target')))} \u00b7 {r.get('scenario')} "
                                  f"c{r.get('connections')}{threads} \u00b7 round {r.get('round')}: {problems}"))
-    note = output.syscalls_note(results).strip()
-    if note:
-        items.append(("", note))
+    for line in output.syscalls_note(results).splitlines():
+        if line.strip():
+            items.append(("", line.strip()))
     uncounted = [r for r in results.get("runs") or [] if r.get("valid", True) and (r.get("syscalls") or {}).get("problem")]
     if uncounted:
         first = uncounted[0]
