@@ -145,7 +145,9 @@ def table(results: dict) -> str:
                   + (f", GET {path}" if workload else "")
                   + (f"; ratios against {base}" if base and base != results.get("baseline") else "") + "\n")
         out.write(aligned(lines, {0, len(head) - 2} | ({1} if several else set())))
-    out.write(syscalls_note(results))
+    note = syscalls_note(results)
+    if note:
+        out.write("\n" + note)   # under all the tables, apart from the last one's rows
     return out.getvalue()
 
 
