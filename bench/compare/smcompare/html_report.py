@@ -315,18 +315,30 @@ def nice_ticks(vmax: float, count: int = 4) -> list[float]:
     return [i * step for i in range(math.ceil(vmax / step - 1e-9) + 1)]
 
 
-def bar_chart(bars: list[Bar], fmt: Callable[[Any], str], axis_title: str) -> str:
-    width, x0, x1, row_h, top = 600, 176, 452, 22, 6
-    ticks = nice_ticks(max((max(b.median, b.hi or 0) for b in bars), default=0))
+# A horizontal bar chart's frame: its size, where the bars start and the axis ends, a row's height.
+BAR_WIDTH, BAR_X0, BAR_X1, BAR_ROW, BAR_TOP = 600, 176, 452, 22, 6
+
+
+def bar_frame(vmax: float, rows: int, fmt: Callable[[Any], str],
+              label: str) -> tuple[Callable[[float], float], int, list[str]]:
+    """A bar chart's x scale for values up to vmax, its bottom, and the opening of its SVG: the grid
+    lines with their tick labels."""
+    ticks = nice_ticks(vmax)
 
     def x(v: float) -> float:
-        return round(x0 + (x1 - x0) * max(v, 0) / ticks[-1], 1)
+        return round(BAR_X0 + (BAR_X1 - BAR_X0) * max(v, 0) / ticks[-1], 1)
 
-    bottom = top + row_h * len(bars)
-    out = [f'<svg viewBox="0 0 {width} {bottom + 34}" role="img" aria-label="{esc(axis_title)}">']
+    bottom = BAR_TOP + BAR_ROW * rows
+    out = [f'<svg viewBox="0 0 {BAR_WIDTH} {bottom + 34}" role="img" aria-label="{esc(label)}">']
     for t in ticks:
-        out.append(f'<line class="grid" x1="{x(t)}" y1="{top}" x2="{x(t)}" y2="{bottom}"/><text class="axis"'
+        out.append(f'<line class="grid" x1="{x(t)}" y1="{BAR_TOP}" x2="{x(t)}" y2="{bottom}"/><text class="axis"'
                    f' x="{x(t)}" y="{bottom + 13}" text-anchor="middle">{esc(tick_text(fmt(t)))}</text>')
+    return x, bottom, out
+
+
+def bar_chart(bars: list[Bar], fmt: Callable[[Any], str], axis_title: str) -> str:
+    x0, x1, row_h, top = BAR_X0, BAR_X1, BAR_ROW, BAR_TOP
+    x, bottom, out = bar_frame(max((max(b.median, b.hi or 0) for b in bars), default=0), len(bars), fmt, axis_title)
     for i, b in enumerate(bars):
         y, cy = top + i * row_h, top + i * row_h + row_h / 2
         weight = ' font-weight="700"' if b.baseline else ""
@@ -379,18 +391,10 @@ def syscall_chart(rows: list[Json], ctx: Ctx) -> str:
     shown = [(r, r.get("syscalls_by_kind") or {}) for r in rows if med(r.get("syscalls_per_req")) is not None]
     if not shown:
         return ""
-    width, x0, x1, row_h, top = 600, 176, 452, 22, 6
-    ticks = nice_ticks(max(sum(med(k.get(kind)) or 0 for kind in SYSCALL_COLOURS) or med(r.get("syscalls_per_req"))
-                           or 0 for r, k in shown))
-
-    def x(v: float) -> float:
-        return round(x0 + (x1 - x0) * max(v, 0) / ticks[-1], 1)
-
-    bottom = top + row_h * len(shown)
-    out = [f'<svg viewBox="0 0 {width} {bottom + 34}" role="img" aria-label="system calls per request, by kind">']
-    for t in ticks:
-        out.append(f'<line class="grid" x1="{x(t)}" y1="{top}" x2="{x(t)}" y2="{bottom}"/><text class="axis"'
-                   f' x="{x(t)}" y="{bottom + 13}" text-anchor="middle">{esc(tick_text(fmt_sig(t)))}</text>')
+    x0, x1, row_h, top = BAR_X0, BAR_X1, BAR_ROW, BAR_TOP
+    vmax = max(sum(med(k.get(kind)) or 0 for kind in SYSCALL_COLOURS) or med(r.get("syscalls_per_req")) or 0
+               for r, k in shown)
+    x, bottom, out = bar_frame(vmax, len(shown), fmt_sig, "system calls per request, by kind")
     for i, (r, kinds) in enumerate(shown):
         y, cy = top + i * row_h, top + i * row_h + row_h / 2
         total = med(r.get("syscalls_per_req"))
