@@ -151,7 +151,24 @@ std::optional<Counts> run_and_read(const char* name, const std::vector<std::stri
 
 }  // namespace
 
+// A sanitized build cannot run under valgrind: its shadow memory and
+// interceptors collide with valgrind's own (and its counts would be the
+// sanitizer's work anyway).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SM_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SM_SANITIZED 1
+#endif
+#endif
+#ifndef SM_SANITIZED
+#define SM_SANITIZED 0
+#endif
+
 std::optional<std::string> unavailable() {
+    if (SM_SANITIZED)
+        return "this build has sanitizers, which valgrind cannot run: count with a release build "
+               "(cmake --preset release)";
     if (!SM_HAVE_CALLGRIND)
         return "this build has no valgrind/callgrind.h (Debian: apt-get install valgrind, then "
                "build again)";

@@ -4,7 +4,8 @@
 # positive count, the two runs' counts are the same to the instruction, and
 # "session" costs at least what "llhttp" does (it runs llhttp). Counts, not
 # times: nothing here depends on the machine's speed. Exit 77 (skipped) when
-# valgrind is not installed or the build has no valgrind/callgrind.h.
+# valgrind is not installed, the build has no valgrind/callgrind.h or it has
+# sanitizers (valgrind cannot run those).
 #   instructions.sh SM_BENCH_SESSION [BATCHES]
 set -u
 session=$1 batches=${2:-20}
