@@ -12,11 +12,13 @@ import io
 import os
 import shutil
 import sys
+import unittest
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cmptest  # noqa: E402
 from cmptest import TINY, CompareTestCase, rows_of, runs_of  # noqa: E402
+from smcompare import syscalls  # noqa: E402
 
 # Long enough a warm-up (where the counting is) for a few thousand requests.
 COUNTED = ["--rounds", "1", "--duration", "0.3", "--warmup", "0.5", "--pause", "0"]
@@ -114,6 +116,29 @@ class Counts(CompareTestCase):
         self.assertGreaterEqual(got["receive"], 0.5, f"the worker's receives are not counted: {got}")
         self.assertGreaterEqual(got["send"], 0.5, f"the worker's sends are not counted: {got}")
         self.assertNoLeftovers(results, run)
+
+
+class Parts(unittest.TestCase):
+    """The pieces a wrong count would come from, on their own."""
+
+    def test_syscall_numbers(self) -> None:
+        """This architecture's numbers are read from the kernel's header (linux-libc-dev, a build
+        dependency), and a header that is not there gives none rather than wrong ones."""
+        numbers = syscalls.syscall_numbers()
+        self.assertTrue(numbers, "no asm/unistd_64.h read")
+        self.assertIn("io_uring_enter", numbers)
+        self.assertNotEqual(numbers["read"], numbers["write"])
+        self.assertEqual(syscalls.syscall_numbers("no-such-arch"), {})
+
+    def test_untraced(self) -> None:
+        """A process of the server's tree that started before perf attached and was not given to it is
+        named; one given to it, or started after it attached (perf follows forks), is not."""
+        counter = syscalls.Counter.__new__(syscalls.Counter)
+        counter.pids = {10}
+        counter.attached_ticks = 1000.0
+        tree = {10: {"start": 5, "comm": "master"}, 11: {"start": 500, "comm": "worker"},
+                12: {"start": 2000, "comm": "child"}}
+        self.assertEqual(syscalls.untraced(counter, tree), ["11 (worker)"])
 
 
 class NoPerf(CompareTestCase):
