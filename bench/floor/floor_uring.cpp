@@ -58,9 +58,8 @@ struct alignas(8) Conn {
     bool closing = false;      // cancelled: closed when ops reaches 0
 };
 
-// What a completion is for: the low bits of its user_data; recv and send
-// carry the Conn's address in the other bits (shape::tag).
-enum Op : std::uint64_t { kIgnore = 0, kRecv = 1, kSend = 2, kAccept = 3, kStop = 4 };
+// What a completion is for: server-uring's tags (shape::Op).
+using enum shape::Op;
 using shape::kOpMask;
 using shape::tag;
 constexpr auto conn_of = shape::connection_of<Conn>;

@@ -64,6 +64,12 @@ inline void set_up(Ring& ring, ProvidedBuffers& buffers) {
 // operation is (a value below 8) in the three low bits.
 inline constexpr std::uint64_t kOpMask = 7;
 
+// What a completion is for: the low bits of its user_data. recv and send
+// carry the connection's address in the other bits (tag). A model with more
+// kinds of request numbers them from kFirstOwnOp up to kOpMask.
+enum Op : std::uint64_t { kIgnore = 0, kRecv = 1, kSend = 2, kAccept = 3, kStop = 4 };
+inline constexpr std::uint64_t kFirstOwnOp = 5;
+
 template <typename Connection>
 std::uint64_t tag(Connection& c, std::uint64_t op) noexcept {
     static_assert(alignof(Connection) > kOpMask);

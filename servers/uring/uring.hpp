@@ -31,6 +31,7 @@
 #include "runtime/log.hpp"
 #include "runtime/server.hpp"
 #include "uring/ring.hpp"
+#include "uring/server_shape.hpp"
 
 namespace sm::uring {
 
@@ -66,10 +67,10 @@ class Worker final : db::Loop {
   private:
     using WorkList = runtime::IntrusiveList<Connection, &Connection::work_hook>;
 
-    // What a completion is for: the low bits of its user_data. recv and send
-    // carry the Connection's address in the other bits.
+    // What a completion is for (server_shape::Op), and this model's own:
     // kDb carries a database socket's slot and generation (DbPoll).
-    enum Op : std::uint64_t { kIgnore = 0, kRecv = 1, kSend = 2, kAccept = 3, kStop = 4, kDb = 5 };
+    using enum server_shape::Op;
+    static constexpr std::uint64_t kDb = server_shape::kFirstOwnOp;
 
     void wait();
     void complete(std::uint64_t user_data, int res, unsigned flags);
