@@ -22,16 +22,13 @@ Only the server's processes are traced; the load client never is.
 
 from __future__ import annotations
 
-import os
 import platform
 import re
-import select
 import shutil
-import signal
 import subprocess
-import time
 from pathlib import Path
 
+from .perfctl import PerfSession
 from .util import log
 
 # The kinds, in the order they are shown, and the syscalls of each (those
@@ -49,8 +46,6 @@ SHOWN = (*KINDS, "other")
 MODES = ("warmup", "window", "off")
 TOTAL = "raw_syscalls:sys_enter"
 HARDWARE = ("cycles", "instructions")
-ACK_TIMEOUT = 5.0
-START_TIMEOUT = 10.0
 
 
 class Perf:
@@ -153,97 +148,22 @@ def syscall_numbers(machine: str | None = None) -> dict[str, int]:
     return {}
 
 
-class Counter:
+class Counter(PerfSession):
     """One perf stat attached (disabled) to a server's processes for one run."""
 
     def __init__(self, perf: Perf, pids: list[int], out: Path) -> None:
-        self.perf, self.out, self.pids = perf, out, set(pids)
-        # Processes started after this are followed by perf (forks of the traced ones); started before,
-        # they are not traced unless given.
-        self.attached_ticks = time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK")
-        self.failure: str | None = None
-        self.seconds = 0.0
+        self.perf = perf
         self.requests: int | None = None   # answered over what was counted (the caller says)
         self.hardware: dict[str, int | None] = {}   # cycles and instructions over the same stretch
-        self._on_at: float | None = None
-        self._ctl_r, self._ctl_w = os.pipe()
-        self._ack_r, self._ack_w = os.pipe()
         events = ["-e", TOTAL]
         for _kind, where in perf.events:
             events += ["-e", TOTAL, "--filter", where]
         events += [a for e in perf.hardware for a in ("-e", e)]
-        cmd = [perf.exe, "stat", "-x,", "-D", "-1", "--control", f"fd:{self._ctl_r},{self._ack_w}",
-               "-o", str(out), *events, "-p", ",".join(map(str, pids))]
-        try:
-            self.proc: subprocess.Popen | None = subprocess.Popen(
-                cmd, pass_fds=(self._ctl_r, self._ack_w), stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=open(out.with_suffix(".stderr"), "wb"))
-        except OSError as e:
-            self.proc, self.failure = None, f"perf could not start ({e})"
-        os.close(self._ctl_r)
-        os.close(self._ack_w)
-        # Ready once perf has its events open (it answers only then), so that
-        # counting starts the instant it is enabled.
-        self._command("disable")
-
-    def _command(self, what: str) -> bool:
-        if self.proc is None or self.failure:
-            return False
-        try:
-            os.write(self._ctl_w, f"{what}\n".encode())
-        except OSError as e:
-            self.failure = f"perf's control pipe: {e}"
-            return False
-        # perf answers once it has opened its events and done the command.
-        deadline = time.monotonic() + (START_TIMEOUT if what == "enable" else ACK_TIMEOUT)
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([self._ack_r], [], [], max(0.0, deadline - time.monotonic()))
-            if ready:
-                if b"ack" in os.read(self._ack_r, 64):
-                    return True
-                break
-        self.failure = f"perf did not acknowledge '{what}'" + self._stderr_hint()
-        return False
-
-    def enable(self) -> None:
-        if self._command("enable"):
-            self._on_at = time.monotonic()
-
-    def disable(self) -> None:
-        if self._on_at is not None and self._command("disable"):
-            self.seconds += time.monotonic() - self._on_at
-        self._on_at = None
-
-    def stop(self) -> None:
-        """Counting is over: perf writes its counts and ends now (finish() waits for it). Left attached,
-        its events would be copied into every thread the server starts (server-blocking under 256
-        connections then left requests unanswered past the client's timeout)."""
-        self.disable()
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-
-    def _stderr_hint(self) -> str:
-        try:
-            text = self.out.with_suffix(".stderr").read_text(errors="replace").strip()
-        except OSError:
-            return ""
-        return f": {text.splitlines()[0][:200]}" if text else ""
+        super().__init__([perf.exe, "stat", "-x,"], [*events], pids, out)
 
     def finish(self) -> dict[str, int] | None:
         """Stop perf; the counts by kind (and 'total'), or None (self.failure says why)."""
-        if self.proc is not None:
-            if self.proc.poll() is None:
-                self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout=ACK_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        for fd in (self._ctl_w, self._ack_r):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        self.wait()
         if self.failure:
             return None
         try:
@@ -259,7 +179,7 @@ class Counter:
         total = lines[0][1]
         got = dict(zip(kinds, (n for _, n in lines[1:1 + len(kinds)])))
         if total is None:
-            self.failure = "perf counted nothing" + self._stderr_hint()
+            self.failure = "perf counted nothing" + self.stderr_hint()
             return None
         self.hardware = {e: n for e, (_, n) in zip(self.perf.hardware, lines[1 + len(kinds):])}
         if not self.perf.events:
@@ -272,9 +192,9 @@ class Counter:
         return counts
 
 
-def untraced(counter: Counter, tree: dict[int, dict]) -> list[str]:
+def untraced(counter: PerfSession, tree: dict[int, dict]) -> list[str]:
     """Processes of the server's tree (procs.process_tree readings) that started before perf attached and
-    were not given to it: their syscalls are missing from the counts."""
+    were not given to it: what they did is missing from what perf saw."""
     return [f"{pid} ({st['comm']})" for pid, st in sorted(tree.items())
             if pid not in counter.pids and st.get("start", 0) < counter.attached_ticks - 1]
 
