@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import checks, clients, envinfo, fixedload, output, procs, syscalls, wine, workloads
+from . import checks, clients, envinfo, fixedload, output, procs, profile, syscalls, wine, workloads
 from . import scenarios as scenarios_mod
 from .database import Database, redact
 from .measure import Load, Scenario, run_once
@@ -185,6 +185,22 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         "or not at all")
     s.add_argument("--no-syscalls", dest="syscalls", action="store_const", const="off",
                    help="the same as --syscalls off")
+    s.add_argument("--profile", action="store_true",
+                   help="record a CPU profile of every server over each measured window (perf record, cpu-clock "
+                        "with call stacks): folded stacks in OUT/profiles/, a flame graph per target, the CPU split "
+                        "into the groups of bench/compare/cpu_groups.json, and a differential view against the "
+                        "baseline (which functions cost more or less per request)")
+    s.add_argument("--profile-targets", metavar="LIST",
+                   help="with --profile: profile only these targets (comma list of names or ids, e.g. "
+                        "epoll,uring/cached; default: all). Two contenders with the same command, one of them "
+                        "profiled, measure what profiling costs (bench/compare/README.md)")
+    s.add_argument("--profile-rate", type=int, default=profile.DEFAULT_RATE, metavar="HZ",
+                   help="samples per second of the server's CPU time (default: %(default)s)")
+    s.add_argument("--profile-stack", choices=profile.STACKS, default="dwarf",
+                   help="how call stacks are unwound: dwarf (a copy of each sample's stack unwound with the "
+                        "binaries' call-frame information; works without frame pointers) or fp (frame pointers: "
+                        "cheaper, but a binary built without them, libc's and nginx's among them, breaks its "
+                        "stacks) (default: %(default)s)")
     s.add_argument("--perf", default="perf", help="perf executable (default: %(default)s)")
     o = ap.add_argument_group("output")
     o.add_argument("--out", type=Path, help="directory for results.json, results.csv, report.html and logs/ "
@@ -226,6 +242,8 @@ def _resolve(a: argparse.Namespace) -> None:
     if a.rounds < 1 or a.duration <= 0 or a.warmup < 0 or a.pause < 0 or a.depth < 2 or a.timeout < 0.001:
         raise ValueError("--rounds >= 1, --duration > 0, --warmup >= 0, --pause >= 0, --depth >= 2 and "
                          "--timeout >= 0.001 please")
+    if not 1 <= a.profile_rate <= 100_000:
+        raise ValueError(f"--profile-rate {a.profile_rate}: 1 to 100000 samples per second please")
     a.modes = [m.strip() for m in a.modes.split(",") if m.strip()]
     if not a.modes or any(m not in ("composed", "cached") for m in a.modes) or len(set(a.modes)) != len(a.modes):
         raise ValueError(f"--modes {','.join(a.modes)!r}: expected composed, cached or both")
@@ -560,6 +578,24 @@ def _syscall_counting(a: argparse.Namespace) -> dict:
     return {"perf": perf, "syscalls_over": over}
 
 
+def _profiling(a: argparse.Namespace) -> profile.Profiler | None:
+    """The profiler for --profile, or None; a.profile_config: what results.json says of it."""
+    a.profile_config = None
+    if not a.profile:
+        return None
+    if a.remote:
+        a.profile_config = {"on": False, "reason": "the servers run on another host"}
+        log("note: --profile: not recorded: the servers run on another host")
+        return None
+    only = {t.strip() for t in a.profile_targets.split(",") if t.strip()} if a.profile_targets else None
+    prof = profile.Profiler(a.perf, a.profile_rate, a.profile_stack, a.out, only)
+    a.profile_config = prof.describe()
+    if not prof.usable:
+        log(f"note: --profile: not recorded: {prof.reason}; everything else is measured")
+        return None
+    return prof
+
+
 def measure(a: argparse.Namespace) -> tuple[dict, bool]:
     """Run the whole comparison; (results, interrupted)."""
     if ("loadgen" in a.client_names or a.rate_list) and not a.loadgen.exists():
@@ -587,7 +623,7 @@ def measure(a: argparse.Namespace) -> tuple[dict, bool]:
                 timeout=a.timeout,
                 server_cpus=a.server_cpu_list, server_threads=a.server_threads, remote=a.remote, tmp=logs,
                 swept=len(a.thread_counts) > 1)
-    load = dataclasses.replace(load, **_syscall_counting(a))
+    load = dataclasses.replace(load, **_syscall_counting(a), profiler=_profiling(a))
     targets = build_targets(a)
     engine = next((t.engine for t in targets if isinstance(t, ContainerTarget)), None)
     if engine is not None:
@@ -707,7 +743,8 @@ def measure(a: argparse.Namespace) -> tuple[dict, bool]:
                    "hosting": a.hosting_list, "container_engine": a.container_engine, "image": a.image,
                    "build_dir": str(a.build_dir), "queries": a.queries_list,
                    "db_cpus": cpu_list(database.cpus) if database is not None and database.cpus else None,
-                   "db_connections": a.db_connections, "syscalls": a.syscalls_config},
+                   "db_connections": a.db_connections, "syscalls": a.syscalls_config,
+                   **({"profile": a.profile_config} if a.profile_config is not None else {})},
         "database": database.describe() if database is not None else None,
         "baseline": None,
         "targets": [{"id": t.id, "name": t.name, "kind": t.kind, "mode": t.mode, "label": t.label,
@@ -727,6 +764,8 @@ def finish(results: dict, a: argparse.Namespace) -> int:
     """Summary, comparison, files, table; the exit code."""
     results["baselines"] = scenario_baselines(results)
     results["summary"] = summarize(results["runs"], results["baselines"])
+    src = a.from_.parent if a.from_ else a.out
+    profile.summarize(results, src, a.out or src)
     results["winners"] = winners(results)
     results["agreement"] = agreement(results["runs"], results["config"].get("clients") or ["loadgen"])
     counts = results["config"]["server_thread_counts"]
@@ -758,6 +797,7 @@ def finish(results: dict, a: argparse.Namespace) -> int:
           f"{cfg['duration_s']:g} s after {cfg['warmup_s']:g} s warm-up; medians [min-max]; baseline "
           f"{results['baseline'] or 'none'}")
     print(output.table(results), end="")
+    print(profile.cpu_split_table(results), end="")
     print(output.winners(results), end="")
     print(output.thread_sweep(results), end="")
     print(output.agreement(results), end="")

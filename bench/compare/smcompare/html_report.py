@@ -16,7 +16,10 @@ Sections, in order:
    scenarios) database CPU per request, against the runner-up and the baseline;
 4. per scenario and connection count (and thread count, in a thread sweep):
    req/s and server CPU us/request bars (median, min-max whisker, ratio to
-   the baseline), and database CPU us/request in the db scenarios;
+   the baseline), and database CPU us/request in the db scenarios; with
+   --profile, the server CPU per request split by where it goes (code groups);
+4b. with --profile: per row, the CPU profile as a flame graph, and the
+   frames that cost more or less than in the baseline's profile;
 5. a thread sweep (several --server-threads): per scenario and connection
    count, req/s and server CPU us/request against the thread count, a line
    per target, and the table with the ratios to the first count;
@@ -39,6 +42,7 @@ import html
 import math
 import re
 import shlex
+import zlib
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
@@ -78,6 +82,12 @@ tr.warn td{background:#fff1e0}tr.better td{background:#e3f4e3}tr.worse td{backgr
 dl{display:grid;grid-template-columns:max-content 1fr;gap:.15em 1em;margin:.4em 0}
 dt{font-weight:600}dd{margin:0;word-break:break-word}
 pre{background:#fff;border:1px solid #e3e3e0;padding:.5em;white-space:pre-wrap;word-break:break-all}
+.legend li.side{font-weight:600}
+details.prof{background:#fff;border:1px solid #e3e3e0;border-radius:4px;margin:.5em 0;padding:.2em .6em .4em}
+details.prof>summary{cursor:pointer;padding:.2em 0}
+svg.flame rect{stroke:#fff;stroke-width:.6}svg.flame text.w{fill:#fff}
+.up{color:#b3261e;font-weight:600}.down{color:#1e7b34;font-weight:600}
+tr.insig td{color:#888}td.fn{white-space:normal;word-break:break-all;min-width:16em}
 """
 
 
@@ -424,6 +434,185 @@ def chart_box(title: str, bars: list[Bar], missing: list[str], why: str,
     return f'<div class="chart"><h4>{esc(title)}</h4>{body}{note}</div>'
 
 
+# -- CPU profiles (--profile) -------------------------------------------------------
+
+@dataclass
+class CodeGroup:
+    """A group of code the profile's frames are put in (config.profile.groups)."""
+    name: str
+    label: str
+    colour: str
+    side: str                      # "user" or "kernel"
+
+
+OTHER_COLOUR = "#9a9a9a"
+
+
+def profile_config(results: Json) -> Json | None:
+    """config.profile, when the results have one (older results do not)."""
+    cfg = (results.get("config") or {}).get("profile")
+    return cfg if isinstance(cfg, dict) else None
+
+
+def code_groups(results: Json) -> list[CodeGroup]:
+    """The profile's code groups in config order (user groups, then kernel groups)."""
+    out = []
+    for g in (profile_config(results) or {}).get("groups") or []:
+        if isinstance(g, dict) and g.get("name") is not None:
+            name = str(g["name"])
+            out.append(CodeGroup(name, str(g.get("label") or name), str(g.get("colour") or OTHER_COLOUR),
+                                 str(g.get("side") or "user")))
+    return out
+
+
+def with_unknown(groups: list[CodeGroup], names: Iterable[str]) -> list[CodeGroup]:
+    """groups, then any of names they do not have (grey, counted on the user side)."""
+    known = {g.name for g in groups}
+    extra = [CodeGroup(n, n, OTHER_COLOUR, "user") for n in dict.fromkeys(names) if n not in known]
+    return groups + extra
+
+
+def css_name(name: str) -> str:
+    """name as a CSS class suffix ("kernel-other", "io_uring"; anything else becomes "_")."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", name)
+
+
+def profile_of(row: Json) -> Json | None:
+    p = row.get("profile")
+    return p if isinstance(p, dict) else None
+
+
+def group_legend(groups: list[CodeGroup]) -> str:
+    """The code groups' colours and labels: a line of user groups, then one of kernel groups."""
+    out = []
+    for side in ("user", "kernel"):
+        shown = [g for g in groups if (g.side == "kernel") == (side == "kernel")]
+        if shown:
+            out.append(f'<ul class="legend"><li class="side">{side}:</li>' + "".join(
+                f'<li title="{esc(g.name)}"><span style="background:{esc(g.colour)}"></span>{esc(g.label)}</li>'
+                for g in shown) + "</ul>")
+    return "".join(out)
+
+
+def profile_chart(rows: list[Json], ctx: Ctx, groups: list[CodeGroup]) -> str:
+    """Where the server's CPU goes: the profile's CPU \u00b5s per request by code group, a stacked bar per row
+    with a profile (user groups first, then kernel groups); nothing when no row has one."""
+    shown = [(r, p) for r in rows if (p := profile_of(r)) and isinstance(p.get("groups"), dict)]
+    if not shown:
+        return ""
+    groups = with_unknown(groups, (str(n) for _, p in shown for n in p["groups"]))
+    x0, x1, row_h, top = BAR_X0, BAR_X1, BAR_ROW, BAR_TOP
+
+    def parts(p: Json) -> list[tuple[CodeGroup, float]]:
+        return [(g, _num(p["groups"].get(g.name)) or 0.0) for g in groups if g.name in p["groups"]]
+
+    vmax = max(max(sum(v for _, v in parts(p) if v > 0), _num(p.get("us_per_req")) or 0) for _, p in shown)
+    x, bottom, out = bar_frame(vmax, len(shown), fmt_sig, "CPU \u00b5s per request, by where it goes")
+    for i, (r, p) in enumerate(shown):
+        y, cy = top + i * row_h, top + i * row_h + row_h / 2
+        total = _num(p.get("us_per_req"))
+        cov = _num(p.get("coverage"))
+        tip = (f"{ctx.full_name(str(r.get('target')))}: {fmt_sig(total)} \u00b5s/req in the profile"
+               + (f" ({cov * 100:.0f}% of the CPU measured)" if cov is not None else "")
+               + "".join(f"\n{g.name}: {fmt_sig(v)} \u00b5s/req" for g, v in parts(p)))
+        out.append(f'<g><title>{esc(tip)}</title><text x="{x0 - 6}" y="{cy + 4}" text-anchor="end">'
+                   f'{esc(truncate(ctx.row_name(r)))}</text>')
+        at = 0.0
+        for g, v in parts(p):
+            if v > 0:
+                out.append(f'<rect class="cpu-{esc(css_name(g.name))}" x="{x(at)}" y="{y + 4}"'
+                           f' width="{max(x(at + v) - x(at), 0.5):.1f}" height="{row_h - 8}" fill="{esc(g.colour)}"/>')
+                at += v
+        out.append(f'<text x="{x(max(at, total or 0)) + 6}" y="{cy + 4}">{esc(fmt_sig(total))}</text></g>')
+    out.append(f'<text class="axis" x="{(x0 + x1) / 2}" y="{bottom + 29}" text-anchor="middle">'
+               'CPU \u00b5s per request (profile)</text></svg>')
+    used = {n for _, p in shown for n, v in p["groups"].items() if (_num(v) or 0) > 0}
+    return ('<div class="chart"><h4>where the server CPU goes: \u00b5s per request by code (profile; lower is '
+            'better)</h4>' + "".join(out) + group_legend([g for g in groups if g.name in used]) + "</div>")
+
+
+# A flame graph's width, a frame's height, the deepest frame drawn, the narrowest frame drawn and a
+# character's width at 11px (an estimate on the generous side, so that a name fits its frame).
+FLAME_WIDTH, FLAME_ROW, FLAME_DEPTH, FLAME_MIN_PX, FLAME_CHAR = 1160, 17, 60, 0.5, 6.6
+
+
+def flame_node(node: Any) -> tuple[str, float, str, list[Any]] | None:
+    """A flame tree node [name, samples, group, children] as a tuple, None when it is not one."""
+    if not isinstance(node, (list, tuple)) or len(node) < 4 or _num(node[1]) is None:
+        return None
+    return str(node[0]), float(node[1]), str(node[2]), node[3] if isinstance(node[3], list) else []
+
+
+def shade(colour: str, key: str) -> tuple[str, bool]:
+    """colour a little lighter or darker by a hash of key (the same key, the same shade), and whether
+    text on it should be white."""
+    m = re.fullmatch(r"#([0-9a-fA-F]{6})", colour.strip())
+    if not m:
+        return colour, False
+    r, g, b = (int(m[1][i:i + 2], 16) / 255 for i in (0, 2, 4))
+    hue, light, sat = colorsys.rgb_to_hls(r, g, b)
+    light = min(max(light + (zlib.crc32(key.encode()) % 7 - 3) * 0.035, 0.18), 0.86)
+    r, g, b = colorsys.hls_to_rgb(hue, light, sat)
+    return f"#{round(r * 255):02x}{round(g * 255):02x}{round(b * 255):02x}", 0.299 * r + 0.587 * g + 0.114 * b < 0.6
+
+
+def flame_text(name: str, width: float) -> str:
+    """As much of name as fits a frame width px wide; nothing under 25 px."""
+    chars = int((width - 6) / FLAME_CHAR)
+    if width < 25 or chars < 3:
+        return ""
+    return truncate(name, chars)
+
+
+def flame_graph(tree: Any, groups: list[CodeGroup], title: str, us_per_sample: float | None = None) -> str:
+    """A profile's call tree ([name, samples, group, children], root "all") as an icicle flame graph: the
+    root on top, each frame's callees below it, width by samples, coloured by code group (a shade per
+    name). us_per_sample (the sampling period / the requests answered) gives each frame's \u00b5s/req.
+    A frame narrower than FLAME_MIN_PX, or deeper than FLAME_DEPTH, is left out with its callees, and
+    said so under the graph."""
+    root = flame_node(tree)
+    if root is None or root[1] <= 0:
+        return '<p class="muted">no samples</p>'
+    total = root[1]
+    scale = FLAME_WIDTH / total
+    colour = {g.name: g.colour for g in groups}
+    out, used, narrow, deep, depth_max = [], set(), 0, 0, 0
+    stack: list[tuple[Any, int, float]] = [(tree, 0, 0.0)]
+    while stack:
+        node, depth, x = stack.pop()
+        name, samples, group, children = flame_node(node) or ("?", 0.0, "", [])
+        width = samples * scale
+        if width < FLAME_MIN_PX:
+            narrow += 1
+            continue
+        if depth >= FLAME_DEPTH:
+            deep += 1
+            continue
+        depth_max, y = max(depth_max, depth), depth * FLAME_ROW
+        used.add(group)
+        fill, light_text = shade(colour.get(group, OTHER_COLOUR), name)
+        pct = samples / total * 100
+        tip = f"{name}: {samples:.0f} samples, " + (f"{pct:.1f}%" if pct >= 0.1 else f"{pct:.2g}%")
+        if us_per_sample:
+            tip += f" ({fmt_sig(samples * us_per_sample)} \u00b5s/req)"
+        text, cls = flame_text(name, width), ' class="w"' if light_text else ""
+        out.append(f'<g class="frame"><title>{esc(tip + "; " + group)}</title><rect x="{x:.1f}" y="{y}"'
+                   f' width="{width:.1f}" height="{FLAME_ROW}" fill="{esc(fill)}"/>'
+                   + (f'<text{cls} x="{x + 3:.1f}" y="{y + 12.5}">{esc(text)}</text>' if text else "") + "</g>")
+        at, below = x, []
+        for child in children:
+            below.append((child, depth + 1, at))
+            at += (flame_node(child) or ("", 0.0))[1] * scale
+        stack.extend(reversed(below))
+    height = (depth_max + 1) * FLAME_ROW + 1
+    cut = ([f"{narrow} frame(s) narrower than {FLAME_MIN_PX} px (with their callees) left out"] if narrow else []) \
+        + ([f"{deep} call chain(s) deeper than {FLAME_DEPTH} frames cut there"] if deep else [])
+    return (f'<svg class="flame" viewBox="0 0 {FLAME_WIDTH} {height}" role="img" aria-label="{esc(title)}">'
+            + "".join(out) + "</svg>"
+            + group_legend([g for g in with_unknown(groups, sorted(used)) if g.name in used])
+            + (f'<p class="muted">{esc("; ".join(cut))}.</p>' if cut else ""))
+
+
 # -- SVG: latency curves ------------------------------------------------------------
 
 def pct_x(p: float) -> float | None:
@@ -751,6 +940,7 @@ def section_notices(results: Json, ctx: Ctx) -> str:
 
 def section_charts(results: Json, ctx: Ctx) -> str:
     parts = ['<section id="charts"><h2>Throughput and server CPU</h2>']
+    code = code_groups(results) if profile_config(results) is not None else None
     for key, rows in groups(results, ctx):
         rps, no_rps = make_bars(rows, "rps", "rps", fmt_rate, "req/s", ctx)
         field = "server_cpu_us_per_req"
@@ -765,10 +955,104 @@ def section_charts(results: Json, ctx: Ctx) -> str:
                      + chart_box("requests/s (median, min\u2013max; higher is better)", rps, no_rps,
                                  "no valid runs", fmt_rate, "req/s")
                      + chart_box("server CPU \u00b5s per request (lower is better)", cpu, no_cpu,
-                                 "not measured", fmt_sig, "\u00b5s/req") + db + syscall_chart(rows, ctx) + "</div>"
+                                 "not measured", fmt_sig, "\u00b5s/req") + db + syscall_chart(rows, ctx)
+                     + (profile_chart(rows, ctx, code) if code is not None else "") + "</div>"
                      + ctx.caveats(str(r.get("target")) for r in rows))
     if len(parts) == 1:
         parts.append('<p class="muted">No summary rows: nothing was measured.</p>')
+    return "".join(parts) + "</section>"
+
+
+def signed(x: Any) -> str:
+    """A difference with its sign: +0.31, -0.2, 0."""
+    v = _num(x)
+    return "-" if v is None else ("+" if v > 0 else "") + fmt_sig(v)
+
+
+def diff_table(diff: Json) -> str:
+    """The frames whose \u00b5s/req differ most from the baseline's profile: a significant difference red
+    (costlier) or green (cheaper), an insignificant row muted."""
+    rows = []
+    for f in diff.get("frames") or []:
+        if not isinstance(f, dict):
+            continue
+        d, sig = _num(f.get("diff_us_per_req")), bool(f.get("significant"))
+        diff_html = esc(signed(d))
+        if sig and d:
+            diff_html = f'<span class="{"up" if d > 0 else "down"}">{diff_html}</span>'
+        rows.append(("" if sig else "insig", [
+            ("fn", esc(f.get("frame"))), num(esc(fmt_sig(_num(f.get("us_per_req"))))),
+            num(esc(fmt_sig(_num(f.get("baseline_us_per_req"))))), num(diff_html),
+            num("\u00b1" + esc(fmt_sig(_num(f.get("error_us_per_req")))))]))
+    if not rows:
+        return '<p class="muted">No frame differs.</p>'
+    headers = ["function", "this target \u00b5s/req", "baseline \u00b5s/req", "difference", "\u00b1 sampling error"]
+    return (table(headers, rows)
+            + '<p class="muted">The functions whose own \u00b5s/req (self time, without their callees) differ most '
+            'from the baseline\'s, the largest first. Significant, the difference beyond its sampling error '
+            '(see How to read this): <span class="up">red</span> costlier, <span class="down">green</span> cheaper; '
+            'grey: within the sampling noise.</p>')
+
+
+def profile_details(row: Json, ctx: Ctx, groups: list[CodeGroup], first: bool) -> str:
+    """One row's profile, folded away but for the first: its flame graph, and the differences to the
+    baseline's profile when there is one."""
+    p = profile_of(row) or {}
+    tid = str(row.get("target"))
+    total, cov = _num(p.get("us_per_req")), _num(p.get("coverage"))
+    samples, requests, period = _num(p.get("samples")), _num(p.get("requests")), _num(p.get("period_us"))
+    head = (f"<b>{esc(ctx.row_name(row))}</b>" + (" (baseline)" if tid == ctx.base_for(row.get("scenario")) else "")
+            + esc(f" \u00b7 {fmt_sig(total)} \u00b5s/req \u00b7 {samples or 0:.0f} samples over "
+                  f"{requests or 0:.0f} requests" + (f" \u00b7 coverage {cov * 100:.0f}%" if cov is not None else "")))
+    per_sample = period / requests if period and requests else None
+    title = f"flame graph: {ctx.row_name(row)} {row.get('scenario')}"
+    body = ['<h4>call stacks, the root on top (width: CPU samples; hover a frame for its share and \u00b5s/req)</h4>'
+            + flame_graph(p.get("flame"), groups, title, per_sample)]
+    files = [f"folded stacks: <code>{esc(p['folded'])}</code>"] if p.get("folded") else []
+    diff = p.get("diff")
+    if isinstance(diff, dict):
+        base = ctx.shown(str(diff["against"])) if diff.get("against") else "the baseline"
+        by_group = diff.get("groups") or {}
+        line = " \u00b7 ".join(f"{g.name} {signed(by_group[g.name])}"
+                               for g in with_unknown(groups, map(str, by_group)) if g.name in by_group)
+        if diff.get("file"):
+            files.append(f"differences: <code>{esc(diff['file'])}</code>")
+        body.append(f'<h4>vs {esc(base)}</h4>'
+                    + (f'<p class="meta">\u00b5s/req by code, this target minus {esc(base)}: {esc(line)}</p>'
+                       if line else "")
+                    + diff_table(diff))
+    if files:
+        body.append('<p class="muted">' + " \u00b7 ".join(files) + " (beside results.json)</p>")
+    return f'<details class="prof"{" open" if first else ""}><summary>{head}</summary>{"".join(body)}</details>'
+
+
+def section_profiles(results: Json, ctx: Ctx) -> str:
+    """--profile: per scenario group, each row's CPU profile (flame graph, differences to the baseline); why
+    there is none when one was asked for and could not be recorded; nothing in results without."""
+    cfg = profile_config(results)
+    if cfg is None or not (cfg.get("on") or cfg.get("reason")):
+        return ""
+    head = '<section id="profiles"><h2>Where the CPU goes: profiles</h2>'
+    if not cfg.get("on"):
+        why = f"The CPU profile (--profile) was not recorded: {cfg.get('reason')}"
+        return f'{head}<ul class="notices"><li>{esc(why)}</li></ul></section>'
+    stack = {"dwarf": "call stacks unwound from DWARF", "fp": "call stacks by frame pointers"}.get(
+        str(cfg.get("stack")), f"{cfg.get('stack')} call stacks")
+    code = code_groups(results)
+    parts = [head, f'<p>perf record, cpu-clock at {esc(cfg.get("rate_hz", "?"))} Hz with {esc(stack)}, of each '
+             'server over its measured windows. A frame\'s \u00b5s/req: its samples \u00d7 the sampling period '
+             '\u00f7 the requests answered while recording; coverage: the profile\'s CPU / the CPU measured from '
+             '/proc (near 100% when the profile saw all of it).</p>']
+    for key, rows in groups(results, ctx):
+        shown = [r for r in rows if profile_of(r)]
+        if not shown:
+            continue
+        missing = [ctx.row_name(r) for r in rows if not profile_of(r)]
+        parts.append(f'<h3>{esc(group_title(key, rows, results))}</h3>'
+                     + "".join(profile_details(r, ctx, code, i == 0) for i, r in enumerate(shown))
+                     + (f'<p class="muted">not profiled: {esc(", ".join(missing))}</p>' if missing else ""))
+    if len(parts) == 2:
+        parts.append('<p class="muted">No row has a profile.</p>')
     return "".join(parts) + "</section>"
 
 
@@ -1095,14 +1379,20 @@ HOW_TO_READ = (
     "saturated: server CPU means the server was the bottleneck, client CPU means the load generator was, "
     "so the server's req/s is then a lower bound. A target shown with \"(Wine)\" is a Windows server run "
     "through Wine on Linux: its figures are Wine's (its server CPU counts the wineserver's too), not a "
-    "measure of Windows performance.")
+    "measure of Windows performance. With --profile, a function's (or a code group's) \u00b5s/req in the "
+    "profiles is its CPU samples \u00d7 the sampling period \u00f7 the requests answered in the window it was "
+    "recorded over. Against the baseline's profile, a function's difference is significant when it exceeds "
+    "its sampling error (a count of n samples is uncertain by about \u221an, on each side) several times "
+    "over: the more functions are compared, the more errors (the harness corrects for testing them all at "
+    "once, Bonferroni: about 3.6 errors for 30 functions, 4.2 for 300), so that sampling noise alone seldom "
+    "flags any.")
 
 
 def render(results: dict) -> str:
     """Return report.html for a results dict as described by results.schema.json."""
     ctx = make_ctx(results)
     body = "".join([section_header(results, ctx), section_notices(results, ctx), section_winners(results, ctx),
-                    section_charts(results, ctx),
+                    section_charts(results, ctx), section_profiles(results, ctx),
                     section_thread_sweep(results, ctx), section_latency(results, ctx), section_fixed_load(results, ctx), section_summary(results, ctx), section_clients(results, ctx),
                     section_comparison(results, ctx),
                     section_environment(results, ctx),

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import procs, syscalls
+from . import procs, profile, syscalls
 from .clients import Client
 from .database import Database
 from .targets import Placement, StartError, Target
@@ -63,6 +63,7 @@ class Load:
     database: Database | None = None   # the db scenarios' database, whose processes' CPU is read too
     perf: syscalls.Perf | None = None  # counts the server's syscalls (None: not counted)
     syscalls_over: str = "warmup"      # ... over the warm-up or the measured window (syscalls.MODES)
+    profiler: profile.Profiler | None = None  # records the server's CPU profile over the window (--profile)
 
     @staticmethod
     def url(host: str, port: int, path: str) -> str:
@@ -96,7 +97,8 @@ def _sleep_until(ns: int) -> None:
 def _run_client(cmd: list[str], seconds: float, out: Path, pids: list[int] | None,
                 announces: bool, read=procs.read_local,
                 db_read=None, counter: syscalls.Counter | None = None,
-                count_over: str = "window") -> tuple[int | None, str, str, Window | None, float | None]:
+                count_over: str = "window", recorder: profile.Recorder | None = None
+                ) -> tuple[int | None, str, str, Window | None, float | None]:
     """Run a load client to completion, killed if it overstays, and read the
     server's processes (pids) when its measured window starts and ends: the
     window it announces (loadgen --announce), else the client's whole life.
@@ -106,7 +108,8 @@ def _run_client(cmd: list[str], seconds: float, out: Path, pids: list[int] | Non
     right after (a db scenario), or None. counter: the server's syscall
     counter, switched on over count_over: the client's whole run
     ("run", for a warm-up run), its announced warm-up ("warmup") or the
-    measured window ("window")."""
+    measured window ("window"). recorder: the server's profile, recorded
+    over the measured window (the client's whole life if it announces none)."""
     err_path = out.with_suffix(".stderr")
     window = Window() if pids is not None else None
     stdout, cpu = "", None
@@ -126,6 +129,8 @@ def _run_client(cmd: list[str], seconds: float, out: Path, pids: list[int] | Non
             t0 = time.monotonic()
         if counter is not None and (count_over == "run" or (count_over == "window" and not announces)):
             counter.enable()
+        if recorder is not None and not announces:
+            recorder.enable()
         p = procs.spawn(cmd, stdout=subprocess.PIPE, stderr=err)
         limit = seconds + 30.0
         # waitid(WNOWAIT) leaves the zombie until the timer is cancelled, so
@@ -152,9 +157,13 @@ def _run_client(cmd: list[str], seconds: float, out: Path, pids: list[int] | Non
                     t0 = time.monotonic()
                     if counter is not None and count_over == "window":
                         counter.enable()
+                    if recorder is not None:
+                        recorder.enable()
                     _sleep_until(end_ns)
                     if counter is not None and count_over == "window":
                         counter.stop()
+                    if recorder is not None:
+                        recorder.stop()
                     reading(False)
                     window.seconds = time.monotonic() - t0
                 elif window is not None:
@@ -164,6 +173,8 @@ def _run_client(cmd: list[str], seconds: float, out: Path, pids: list[int] | Non
             os.waitid(os.P_PID, p.pid, os.WEXITED | os.WNOWAIT)
             if counter is not None and (count_over == "run" or (count_over == "window" and not announces)):
                 counter.stop()
+            if recorder is not None and not announces:
+                recorder.stop()
             if window is not None and not announces:
                 reading(False)
                 window.seconds = time.monotonic() - t0
@@ -215,6 +226,7 @@ def run_once(target: Target, place: Placement, load: Load, client: Client, sc: S
                  "proxy": None,
                  "db": None,
                  "syscalls": None,
+                 "profile": None,
                  "commands": {"server": None, "client": [], "warmup": None}}
     if rate is not None:
         rec.update(rate=rate[0], offered_rps=rate[1], latency_uncorrected_us={}, saturated=None)
@@ -275,6 +287,33 @@ def _syscall_counter(target: Target, load: Load, tag: str, rec: dict) -> syscall
     return syscalls.Counter(load.perf, pids, load.tmp / f"{tag}-syscalls.perf")
 
 
+def _profile_recorder(target: Target, load: Load, tag: str, rec: dict) -> profile.Recorder | None:
+    """perf record attached (disabled) to the server's processes and its proxy's, or None (rec says why)."""
+    if load.profiler is None or not load.profiler.wants(target.id, target.name):
+        return None
+    if load.remote:
+        rec["profile"] = {"problem": "not recorded: the server is on another host"}
+        return None
+    pids = _settled(lambda: sorted(_server_tree(target)))
+    if not pids:
+        return None
+    return profile.Recorder(load.profiler, pids, load.tmp / f"{tag}-profile.data")
+
+
+def _profile_result(recorder: profile.Recorder, target: Target, load: Load, rec: dict, tag: str) -> None:
+    """rec["profile"]: the run's folded stacks (a path relative to the results' directory) and its samples
+    by group."""
+    assert load.profiler is not None and load.profiler.out is not None
+    missed = syscalls.untraced(recorder, _server_tree(target)) if target.alive() else []
+    folded = load.profiler.out / "profiles" / "runs" / f"{tag}.folded"
+    got = recorder.finish(folded)
+    if "folded" in got:
+        got["folded"] = str(folded.relative_to(load.profiler.out))
+    if missed and "problem" not in got:
+        got["problem"] = f"incomplete: {', '.join(missed)} started before recording began and was not traced"
+    rec["profile"] = got
+
+
 def _server_tree(target: Target) -> dict[int, dict]:
     """The server's processes and its proxy's, with their /proc readings."""
     proxy = target.proxy_root()
@@ -330,16 +369,19 @@ def _measure(target: Target, place: Placement, load: Load, client: Client, sc: S
     rec["commands"]["client"] = cmd
     warm = client.warmup_command(url, sc, conns, load)
     counter = _syscall_counter(target, load, tag, rec)
+    recorder = _profile_recorder(target, load, tag, rec)
     try:
-        _measure_counted(target, place, load, client, sc, conns, rec, rate, out, cmd, tag, warm, counter)
+        _measure_counted(target, place, load, client, sc, conns, rec, rate, out, cmd, tag, warm, counter, recorder)
     finally:
         if counter is not None:
             _syscall_counts(counter, target, load, rec, counter.requests)
+        if recorder is not None:
+            _profile_result(recorder, target, load, rec, tag)
 
 
 def _measure_counted(target: Target, place: Placement, load: Load, client: Client, sc: Scenario, conns: int,
                      rec: dict, rate: float | None, out: Path, cmd: list[str], tag: str, warm: list[str] | None,
-                     counter: syscalls.Counter | None) -> None:
+                     counter: syscalls.Counter | None, recorder: profile.Recorder | None) -> None:
     if warm is not None:
         ok, answered = _warm_up(load.placed(warm), load, client, tag, rec,
                                 counter if load.syscalls_over == "warmup" else None)
@@ -368,7 +410,7 @@ def _measure_counted(target: Target, place: Placement, load: Load, client: Clien
         None if pids is None else [*pids, *(proxy_pids or [])], client.announces,
         reader.read if reader is not None else procs.read_local, db.sample if db is not None else None,
         counter if counter is not None and (warm is None or load.syscalls_over == "window") else None,
-        load.syscalls_over)
+        load.syscalls_over, recorder)
     out.with_suffix(".stdout").write_text(stdout)
     rec["client"]["exit"] = rc
     rec["client"]["rusage_cpu_s"] = rusage

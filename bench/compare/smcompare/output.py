@@ -406,6 +406,11 @@ def csv_text(results: dict) -> str:
         cols += [f"{s}_median", f"{s}_min", f"{s}_max"]
     cols += [f"latency_p{k}_us" if k not in ("max", "mean") else f"latency_{k}_us" for k in LATENCY_KEYS]
     cols += [f"syscalls_{k}_per_req" for k in SYSCALL_KINDS]
+    # --profile: the CPU split (the groups of bench/compare/cpu_groups.json), merged over the row's runs.
+    prof = (results["config"].get("profile") or {})
+    groups = [g["name"] for g in prof.get("groups") or []] if prof.get("on") else []
+    if groups:
+        cols += ["profile_samples", "profile_us_per_req", *(f"cpu_{g}_us_per_req" for g in groups)]
     cols += ["vs_baseline_rps", "vs_baseline_server_cpu_us_per_req", "vs_baseline_latency_p99_us",
              "vs_baseline_db_cpu_us_per_req",
              "vs_bare_rps", "vs_bare_server_cpu_us_per_req", "vs_bare_latency_p99_us", "vs_bare_db_cpu_us_per_req",
@@ -429,6 +434,10 @@ def csv_text(results: dict) -> str:
                 line[f"{s}_{k}"] = sp.get(k, "")
         for k in SYSCALL_KINDS:
             line[f"syscalls_{k}_per_req"] = ((r.get("syscalls_by_kind") or {}).get(k) or {}).get("median", "")
+        if groups:
+            got = r.get("profile") or {}
+            line.update(profile_samples=got.get("samples", ""), profile_us_per_req=got.get("us_per_req", ""),
+                        **{f"cpu_{g}_us_per_req": (got.get("groups") or {}).get(g, "") for g in groups})
         for k in LATENCY_KEYS:
             col = f"latency_p{k}_us" if k not in ("max", "mean") else f"latency_{k}_us"
             line[col] = ((r.get("latency_us") or {}).get(k) or {}).get("median", "")
