@@ -296,6 +296,7 @@ class Session:
         self.wrap_log = self.tmp / "invocations.log"
         self.harness_procs: list[subprocess.Popen] = []
         self.outs = 0
+        self.extra_env: dict[str, str] = {}
         self._make_build(wrappers)
 
     # the private build directory
@@ -330,6 +331,7 @@ class Session:
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
+        env.update(self.extra_env)
         env[TOKEN_VAR] = self.token
         env["PYTHONDONTWRITEBYTECODE"] = "1"  # keep __pycache__ out of the source tree
         return env
@@ -341,6 +343,17 @@ class Session:
         if marker is not None:
             cmd += ["--marker", str(marker)]
         return shlex.join(cmd)
+
+    def refusing_perf(self) -> str:
+        """A PATH whose first perf is a stub that fails as a perf refused by the kernel does."""
+        stubs = self.tmp / "perf-stub"
+        if not stubs.exists():
+            stubs.mkdir()
+            stub = stubs / "perf"
+            stub.write_text("#!/bin/sh\necho 'perf_event_open(..., PERF_FLAG_FD_CLOEXEC) failed: Permission denied' "
+                            ">&2\nexit 255\n")
+            stub.chmod(0o755)
+        return f"{stubs}{os.pathsep}{os.environ.get('PATH', '')}"
 
     def new_out(self) -> Path:
         self.outs += 1
@@ -375,11 +388,16 @@ class Session:
                    time.monotonic() - t0, timed_out)
 
     def run(self, args: list[str], out: Path | None = None, timeout: float = HARNESS_TIMEOUT,
-            build: bool = True, new_out: bool = True) -> Run:
+            build: bool = True, new_out: bool = True, env: dict[str, str] | None = None) -> Run:
+        """The harness with args; env: variables set for it besides."""
         if out is None and new_out:
             out = self.new_out()
         t0 = time.monotonic()
-        proc, cmd = self.start(args, out, build)
+        self.extra_env = env or {}
+        try:
+            proc, cmd = self.start(args, out, build)
+        finally:
+            self.extra_env = {}
         return self.finish(proc, cmd, out, t0, timeout)
 
     @staticmethod

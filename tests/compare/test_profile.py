@@ -8,7 +8,6 @@ is still valid and says why there is no profile."""
 
 from __future__ import annotations
 
-import os
 import random
 import re
 import shutil
@@ -23,8 +22,8 @@ import cmptest  # noqa: E402
 from cmptest import TINY, CompareTestCase, rows_of, runs_of  # noqa: E402
 from smcompare import profile  # noqa: E402
 
-# Long enough a window for a few hundred samples at 1000 Hz.
-PROFILED = ["--rounds", "1", "--duration", "1", "--warmup", "0.3", "--pause", "0", "--profile"]
+# Long enough a window for a few hundred samples.
+PROFILED = ["--rounds", "1", "--duration", "1", "--warmup", "0.3", "--pause", "0", "--profile", "--profile-rate", "1000"]
 
 
 def perf_missing() -> str | None:
@@ -54,7 +53,8 @@ class Recorded(CompareTestCase):
             stacks = profile.read_folded(out / got["folded"])
             self.assertGreater(got["samples"], 0, got)
             self.assertEqual(sum(stacks.values()), got["samples"], got)
-            self.assertEqual(got["perf_samples"], got["samples"], f"perf wrote {got['perf_samples']}: {got}")
+            self.assertEqual(got["perf_samples"], got["samples_seen"], f"perf wrote {got['perf_samples']}: {got}")
+            self.assertLessEqual(got["samples"], got["samples_seen"], got)
             self.assertEqual(sum(got["groups"].values()), got["samples"], got)
             self.assertLessEqual(set(got["groups"]), set(names))
             for stack in stacks:
@@ -129,7 +129,7 @@ class Recorded(CompareTestCase):
 class Parts(unittest.TestCase):
     """perf script's output folded, and the groups of bench/compare/cpu_groups.json."""
 
-    SCRIPT = """server-epoll 11665    1000000 
+    SCRIPT = """server-epoll 11663/11665    1000000 
 \tffffffff82063bab tcp_sendmsg ([kernel.kallsyms])
 \tffffffff81e762fd __sys_sendto ([kernel.kallsyms])
 \tffffffff8223b5d1 do_syscall_64 ([kernel.kallsyms])
@@ -137,21 +137,21 @@ class Parts(unittest.TestCase):
 \t            cbcd sm::epoll::Reactor::send_out (/build/servers/epoll/server-epoll)
 \t           891f4 start_thread (/usr/lib/x86_64-linux-gnu/libc.so.6)
 
-server-epoll 11665    1000000 
+server-epoll 11663/11665    1000000 
 \t            cbcd llhttp__internal__run (/build/servers/epoll/server-epoll)
 \t            cbcd sm::http::Session::feed(std::span<char const, 18446744073709551615ul>) (/build/servers/epoll/server-epoll)
 \t           891f4 start_thread (/usr/lib/x86_64-linux-gnu/libc.so.6)
 
-server-epoll 11665    1000000 
+server-epoll 11663/11665    1000000 
 \t            cbcd sm::epoll::Reactor::run (/build/servers/epoll/server-epoll)
 \t           891f4 start_thread (/usr/lib/x86_64-linux-gnu/libc.so.6)
 
-server-epoll 11665    1000000 
+server-epoll 11663/11665    1000000 
 \t          108f36 __memmove_avx_unaligned_erms (/usr/lib/x86_64-linux-gnu/libc.so.6)
 \t            cbcd sm::http::compose (/build/servers/epoll/server-epoll)
 \t           891f4 start_thread (/usr/lib/x86_64-linux-gnu/libc.so.6)
 
-server-epoll 11665    1000000 
+server-epoll 11663/11665    1000000 
 \tffffffff8223b5d1 do_syscall_64 ([kernel.kallsyms])
 \t          d44a2 [unknown] (/usr/lib/x86_64-linux-gnu/libstdc++.so.6.0.30)
 """
@@ -166,6 +166,10 @@ server-epoll 11665    1000000
         self.assertIn("server-epoll;[libstdc++.so.6.0.30];do_syscall_64_[k]", got.stacks)
         self.assertEqual(got.frame_groups["tcp_sendmsg_[k]"], "tcpip")
         self.assertEqual(got.frame_groups["__send"], "libc")
+        # Each sample names its process: sampling the server's CPUs, the server's samples are kept.
+        other = self.SCRIPT.replace("server-epoll 11663/11665", "loadgen 4242/4242", 2)
+        samples = list(profile.parse_script(other.splitlines(keepends=True)))
+        self.assertEqual([s.pid for s in samples], [4242, 4242, 11663, 11663, 11663])
         # Written and read back the same; a line without its count is refused.
         import tempfile
         with tempfile.TemporaryDirectory() as tmp:
@@ -191,14 +195,8 @@ server-epoll 11665    1000000
 
 class NoPerf(CompareTestCase):
     def check_unrecorded(self, args: list[str], reason: str, env: dict[str, str] | None = None) -> None:
-        saved = dict(os.environ)
-        os.environ.update(env or {})
-        try:
-            run = self.s.run(TINY + ["--targets", "floor", "--scenarios", "plaintext", "--connections", "2",
-                                     "--profile", *args])
-        finally:
-            os.environ.clear()
-            os.environ.update(saved)
+        run = self.s.run(TINY + ["--targets", "floor", "--scenarios", "plaintext", "--connections", "2",
+                                 "--profile", *args], env=env)
         self.assertExit(run, 0)
         results = self.results(run)
         self.assertValid(results, run, required=False)
@@ -213,14 +211,7 @@ class NoPerf(CompareTestCase):
 
     def test_missing_and_refused(self) -> None:
         self.check_unrecorded(["--perf", str(self.s.tmp / "no-such-perf")], "not found")
-        stubs = self.s.tmp / "stubs"
-        stubs.mkdir()
-        stub = stubs / "perf"
-        stub.write_text("#!/bin/sh\necho 'perf_event_open(..., PERF_FLAG_FD_CLOEXEC) failed: Permission denied' >&2\n"
-                        "exit 255\n")
-        stub.chmod(0o755)
-        self.check_unrecorded([], "Permission denied",
-                              env={"PATH": f"{stubs}{os.pathsep}{os.environ.get('PATH', '')}"})
+        self.check_unrecorded([], "Permission denied", env={"PATH": self.s.refusing_perf()})
 
 
 if __name__ == "__main__":

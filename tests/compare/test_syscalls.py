@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import io
-import os
 import shutil
 import sys
 import unittest
@@ -143,13 +142,8 @@ class Parts(unittest.TestCase):
 
 class NoPerf(CompareTestCase):
     def check_uncounted(self, args: list[str], reason: str, env: dict[str, str] | None = None) -> cmptest.Run:
-        saved = dict(os.environ)
-        os.environ.update(env or {})
-        try:
-            run = self.s.run(TINY + ["--targets", "floor", "--scenarios", "plaintext", "--connections", "2", *args])
-        finally:
-            os.environ.clear()
-            os.environ.update(saved)
+        run = self.s.run(TINY + ["--targets", "floor", "--scenarios", "plaintext", "--connections", "2", *args],
+                         env=env)
         self.assertExit(run, 0)
         results = self.results(run)
         self.assertValid(results, run, required=False)
@@ -169,13 +163,7 @@ class NoPerf(CompareTestCase):
         where it was asked for, the reason once under the table."""
         run = self.check_uncounted(["--perf", str(self.s.tmp / "no-such-perf")], "not found")
         self.assertEqual(run.stdout.count("sys/req: not counted"), 1, run.describe())
-        stubs = self.s.tmp / "stubs"
-        stubs.mkdir()
-        stub = stubs / "perf"
-        stub.write_text("#!/bin/sh\necho 'perf_event_open(..., PERF_FLAG_FD_CLOEXEC) failed: Permission denied' >&2\n"
-                        "exit 255\n")
-        stub.chmod(0o755)
-        env = {"PATH": f"{stubs}{os.pathsep}{os.environ.get('PATH', '')}"}
+        env = {"PATH": self.s.refusing_perf()}
         run = self.check_uncounted([], "Permission denied", env=env)
         self.assertEqual(run.stdout.count("sys/req: not counted"), 1, run.describe())
         run = self.check_uncounted(["--no-syscalls"], "--no-syscalls")

@@ -588,7 +588,7 @@ def _profiling(a: argparse.Namespace) -> profile.Profiler | None:
         log("note: --profile: not recorded: the servers run on another host")
         return None
     only = {t.strip() for t in a.profile_targets.split(",") if t.strip()} if a.profile_targets else None
-    prof = profile.Profiler(a.perf, a.profile_rate, a.profile_stack, a.out, only)
+    prof = profile.Profiler(a.perf, a.profile_rate, a.profile_stack, a.out, only, a.server_cpu_list)
     a.profile_config = prof.describe()
     if not prof.usable:
         log(f"note: --profile: not recorded: {prof.reason}; everything else is measured")

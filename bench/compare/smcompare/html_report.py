@@ -390,6 +390,28 @@ def make_bars(rows: list[Json], field: str, ratio_key: str, fmt: Callable[[Any],
     return bars, missing
 
 
+def stacked_bars(bars: list[tuple[str, str, float | None, list[tuple[str, str, float]]]], title: str,
+                 axis: str) -> str:
+    """A stacked horizontal bar per (label, tooltip, total, parts), a part (CSS class, colour, value), on
+    bar_frame's scale; the total written after each bar."""
+    x0, x1, row_h, top = BAR_X0, BAR_X1, BAR_ROW, BAR_TOP
+    vmax = max(max(sum(v for _, _, v in parts if v > 0), total or 0) for _, _, total, parts in bars)
+    x, bottom, out = bar_frame(vmax, len(bars), fmt_sig, title)
+    for i, (label, tip, total, parts) in enumerate(bars):
+        y, cy = top + i * row_h, top + i * row_h + row_h / 2
+        out.append(f'<g><title>{esc(tip)}</title><text x="{x0 - 6}" y="{cy + 4}" text-anchor="end">'
+                   f'{esc(truncate(label))}</text>')
+        at = 0.0
+        for cls, colour, v in parts:
+            if v > 0:
+                out.append(f'<rect class="{esc(cls)}" x="{x(at)}" y="{y + 4}" width="{max(x(at + v) - x(at), 0.5):.1f}"'
+                           f' height="{row_h - 8}" fill="{esc(colour)}"/>')
+                at += v
+        out.append(f'<text x="{x(max(at, total or 0)) + 6}" y="{cy + 4}">{esc(fmt_sig(total))}</text></g>')
+    out.append(f'<text class="axis" x="{(x0 + x1) / 2}" y="{bottom + 29}" text-anchor="middle">{esc(axis)}</text></svg>')
+    return "".join(out)
+
+
 # The syscall kinds' colours (syscalls.SHOWN), the same in every chart.
 SYSCALL_COLOURS = dict(zip(summary.SYSCALL_KINDS, ("#3b7dd8", "#e08a1e", "#7a5cc4", "#2e9e6a", "#c9463d", "#8c6d3f",
                                                    "#9a9a9a")))
@@ -401,27 +423,15 @@ def syscall_chart(rows: list[Json], ctx: Ctx) -> str:
     shown = [(r, r.get("syscalls_by_kind") or {}) for r in rows if med(r.get("syscalls_per_req")) is not None]
     if not shown:
         return ""
-    x0, x1, row_h, top = BAR_X0, BAR_X1, BAR_ROW, BAR_TOP
-    vmax = max(sum(med(k.get(kind)) or 0 for kind in SYSCALL_COLOURS) or med(r.get("syscalls_per_req")) or 0
-               for r, k in shown)
-    x, bottom, out = bar_frame(vmax, len(shown), fmt_sig, "system calls per request, by kind")
-    for i, (r, kinds) in enumerate(shown):
-        y, cy = top + i * row_h, top + i * row_h + row_h / 2
+    bars = []
+    for r, kinds in shown:
         total = med(r.get("syscalls_per_req"))
         parts = [(kind, med(kinds.get(kind)) or 0.0) for kind in SYSCALL_COLOURS if kinds.get(kind) is not None]
         tip = f"{ctx.full_name(str(r.get('target')))}: {fmt_sig(total)} syscalls/req" + "".join(
             f", {kind} {fmt_sig(v)}" for kind, v in parts if v)
-        out.append(f'<g><title>{esc(tip)}</title><text x="{x0 - 6}" y="{cy + 4}" text-anchor="end">'
-                   f'{esc(truncate(ctx.row_name(r)))}</text>')
-        at = 0.0
-        for kind, v in parts or [("other", total or 0.0)]:
-            if v > 0:
-                out.append(f'<rect class="sys-{kind}" x="{x(at)}" y="{y + 4}" width="{max(x(at + v) - x(at), 0.5):.1f}"'
-                           f' height="{row_h - 8}" fill="{SYSCALL_COLOURS[kind]}"/>')
-                at += v
-        out.append(f'<text x="{x(max(at, total or 0)) + 6}" y="{cy + 4}">{esc(fmt_sig(total))}</text></g>')
-    out.append(f'<text class="axis" x="{(x0 + x1) / 2}" y="{bottom + 29}" text-anchor="middle">'
-               'system calls per request</text></svg>')
+        bars.append((ctx.row_name(r), tip, total, [(f"sys-{kind}", SYSCALL_COLOURS[kind], v)
+                                                   for kind, v in parts or [("other", total or 0.0)]]))
+    out = [stacked_bars(bars, "system calls per request, by kind", "system calls per request")]
     keys = legend((kind, colour, False) for kind, colour in SYSCALL_COLOURS.items())
     return ('<div class="chart"><h4>server system calls per request, by kind (fewer is cheaper)</h4>'
             + "".join(out) + keys + "</div>")
@@ -501,31 +511,19 @@ def profile_chart(rows: list[Json], ctx: Ctx, groups: list[CodeGroup]) -> str:
     if not shown:
         return ""
     groups = with_unknown(groups, (str(n) for _, p in shown for n in p["groups"]))
-    x0, x1, row_h, top = BAR_X0, BAR_X1, BAR_ROW, BAR_TOP
 
     def parts(p: Json) -> list[tuple[CodeGroup, float]]:
         return [(g, _num(p["groups"].get(g.name)) or 0.0) for g in groups if g.name in p["groups"]]
 
-    vmax = max(max(sum(v for _, v in parts(p) if v > 0), _num(p.get("us_per_req")) or 0) for _, p in shown)
-    x, bottom, out = bar_frame(vmax, len(shown), fmt_sig, "CPU \u00b5s per request, by where it goes")
-    for i, (r, p) in enumerate(shown):
-        y, cy = top + i * row_h, top + i * row_h + row_h / 2
+    bars = []
+    for r, p in shown:
         total = _num(p.get("us_per_req"))
         cov = _num(p.get("coverage"))
         tip = (f"{ctx.full_name(str(r.get('target')))}: {fmt_sig(total)} \u00b5s/req in the profile"
                + (f" ({cov * 100:.0f}% of the CPU measured)" if cov is not None else "")
                + "".join(f"\n{g.name}: {fmt_sig(v)} \u00b5s/req" for g, v in parts(p)))
-        out.append(f'<g><title>{esc(tip)}</title><text x="{x0 - 6}" y="{cy + 4}" text-anchor="end">'
-                   f'{esc(truncate(ctx.row_name(r)))}</text>')
-        at = 0.0
-        for g, v in parts(p):
-            if v > 0:
-                out.append(f'<rect class="cpu-{esc(css_name(g.name))}" x="{x(at)}" y="{y + 4}"'
-                           f' width="{max(x(at + v) - x(at), 0.5):.1f}" height="{row_h - 8}" fill="{esc(g.colour)}"/>')
-                at += v
-        out.append(f'<text x="{x(max(at, total or 0)) + 6}" y="{cy + 4}">{esc(fmt_sig(total))}</text></g>')
-    out.append(f'<text class="axis" x="{(x0 + x1) / 2}" y="{bottom + 29}" text-anchor="middle">'
-               'CPU \u00b5s per request (profile)</text></svg>')
+        bars.append((ctx.row_name(r), tip, total, [(f"cpu-{css_name(g.name)}", g.colour, v) for g, v in parts(p)]))
+    out = [stacked_bars(bars, "CPU \u00b5s per request, by where it goes", "CPU \u00b5s per request (profile)")]
     used = {n for _, p in shown for n, v in p["groups"].items() if (_num(v) or 0) > 0}
     return ('<div class="chart"><h4>where the server CPU goes: \u00b5s per request by code (profile; lower is '
             'better)</h4>' + "".join(out) + group_legend([g for g in groups if g.name in used]) + "</div>")

@@ -304,9 +304,11 @@ def _profile_result(recorder: profile.Recorder, target: Target, load: Load, rec:
     """rec["profile"]: the run's folded stacks (a path relative to the results' directory) and its samples
     by group."""
     assert load.profiler is not None and load.profiler.out is not None
-    missed = syscalls.untraced(recorder, _server_tree(target)) if target.alive() else []
+    tree = _server_tree(target) if target.alive() else {}
+    # Sampling the server's CPUs, perf sees every process there; else a process it was not given is missed.
+    missed = syscalls.untraced(recorder, tree) if not load.profiler.cpus else []
     folded = load.profiler.out / "profiles" / "runs" / f"{tag}.folded"
-    got = recorder.finish(folded)
+    got = recorder.finish(folded, set(tree))
     if "folded" in got:
         got["folded"] = str(folded.relative_to(load.profiler.out))
     if missed and "problem" not in got:

@@ -20,10 +20,12 @@ START_TIMEOUT = 10.0
 
 
 class PerfSession:
-    """perf COMMAND ... -p PIDS, started disabled; enable() and disable() switch its events, stop() ends
-    it (it writes out what it has), wait() waits for it. failure: why it did not work, else None."""
+    """perf COMMAND ... -p PIDS (or what scope says: perf's -a -C CPUS), started disabled; enable() and
+    disable() switch its events, stop() ends it (it writes out what it has), wait() waits for it.
+    failure: why it did not work, else None."""
 
-    def __init__(self, command: list[str], events: list[str], pids: list[int], out: Path) -> None:
+    def __init__(self, command: list[str], events: list[str], pids: list[int], out: Path,
+                 scope: list[str] | None = None) -> None:
         self.out, self.pids = out, set(pids)
         # Processes started after this are followed by perf (forks of the traced ones); started before,
         # they are not traced unless given.
@@ -34,7 +36,7 @@ class PerfSession:
         self._ctl_r, self._ctl_w = os.pipe()
         self._ack_r, self._ack_w = os.pipe()
         cmd = [*command, "-D", "-1", "--control", f"fd:{self._ctl_r},{self._ack_w}", "-o", str(out), *events,
-               "-p", ",".join(map(str, sorted(pids)))]
+               *(scope or ["-p", ",".join(map(str, sorted(pids)))])]
         try:
             self.proc: subprocess.Popen | None = subprocess.Popen(
                 cmd, pass_fds=(self._ctl_r, self._ack_w), stdin=subprocess.DEVNULL,

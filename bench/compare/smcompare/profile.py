@@ -1,10 +1,14 @@
 """compare --profile: where a server's CPU goes, per request.
 
-perf record samples the server's processes (every thread, and every process they fork) on the
-cpu-clock software event, a sample per fixed stretch of CPU time (1 ms at the default 1000 Hz), with
-the call stack of each (unwound from a copy of the stack with DWARF call-frame information, so that
-binaries built without frame pointers, nginx's and libc's among them, unwind too; --profile-stack fp
-for the cheaper frame-pointer walk). It is attached disabled before the run and switched on over
+perf record samples the server on the cpu-clock software event, a sample per fixed stretch of CPU
+time (2 ms at the default 500 Hz), with the call stack of each, unwound from a copy of the stack with
+DWARF call-frame information, so that binaries built without frame pointers (libc's, libuv's, nginx's,
+the models' release builds) unwind too; --profile-stack fp walks frame pointers instead. Where the
+server is pinned, perf samples its CPUs (one event per CPU) and the server's processes' samples are
+kept; else it follows the server's processes (one event per thread: that costs every context switch).
+In the development VM a sample costs the server about 15-50 us of CPU, most of it the timer
+interrupt's (fp stacks were no cheaper): 1-2.5% of its CPU at 500 Hz (bench/compare/README.md).
+It is attached disabled before the run and switched on over
 exactly the measured window through perf's control pipe (perfctl.py), then ended.
 
 Each run's samples are folded (perf script, then one line per distinct stack: "comm;root;...;leaf N",
@@ -32,7 +36,7 @@ import subprocess
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, NamedTuple
 
 from .perfctl import PerfSession
 from .summary import row_key
@@ -40,7 +44,7 @@ from .util import log
 
 GROUPS_FILE = Path(__file__).resolve().parents[1] / "cpu_groups.json"
 STACKS = ("dwarf", "fp")
-DEFAULT_RATE = 1000
+DEFAULT_RATE = 500
 KERNEL_MARK = "_[k]"
 FAMILY_ALPHA = 0.01          # the chance that sampling alone flags any frame of a differential view
 DIFF_SHOWN = 30              # frames a row's differential keeps in results.json (the text file has more)
@@ -110,18 +114,25 @@ class Groups:
 
 # -- perf script's output --------------------------------------------------------------------------
 
-_HEAD = re.compile(r"^(?P<comm>\S.*?)\s+(?P<tid>\d+)\s+(?P<period>\d+)\s*$")
+_HEAD = re.compile(r"^(?P<comm>\S.*?)\s+(?P<pid>\d+)/(?P<tid>\d+)\s+(?P<period>\d+)\s*$")
 _FRAME = re.compile(r"^\s+(?P<ip>[0-9a-f]+)\s+(?P<sym>.*?)\s+\((?P<dso>[^()]*)\)\s*$")
-SCRIPT_FIELDS = "comm,tid,period,ip,sym,dso"
+SCRIPT_FIELDS = "comm,pid,tid,period,ip,sym,dso"
 # Without inlined frames: the binaries carry no debug information to name them, and what perf guesses
 # for them (a libc wrapper named twice, as if inlined into its caller) misplaces their files.
 SCRIPT = ("script", "--no-inline", "-F", SCRIPT_FIELDS)
 
 
-def parse_script(text: Iterable[str]) -> Iterator[tuple[str, int, list[tuple[str, str, bool]]]]:
-    """perf script -F comm,tid,period,ip,sym,dso: (comm, period, frames from the leaf out) per sample;
-    a frame is (function, file, kernel?); an inlined frame has its caller's file."""
-    comm, period = None, 0
+class Sample(NamedTuple):
+    pid: int
+    comm: str
+    period: int
+    frames: list[tuple[str, str, bool]]   # (function, file, kernel?) from the sampled one (the leaf) out
+
+
+def parse_script(text: Iterable[str]) -> Iterator[Sample]:
+    """perf script -F comm,pid,tid,period,ip,sym,dso: its samples; an inlined frame has its caller's
+    file."""
+    comm, period, pid = None, 0, 0
     raw: list[tuple[str, str, int]] = []
 
     def sample():
@@ -140,19 +151,19 @@ def parse_script(text: Iterable[str]) -> Iterator[tuple[str, int, list[tuple[str
         line = line.rstrip("\n")
         if not line.strip():
             if comm is not None:
-                yield comm, period, sample()
+                yield Sample(pid, comm, period, sample())
             comm, raw = None, []
             continue
         if comm is None:
             m = _HEAD.match(line)
             if m:
-                comm, period = m.group("comm").replace(";", ":"), int(m.group("period"))
+                comm, period, pid = m.group("comm").replace(";", ":"), int(m.group("period")), int(m.group("pid"))
             continue
         m = _FRAME.match(line)
         if m:
             raw.append((m.group("sym"), m.group("dso"), int(m.group("ip"), 16)))
     if comm is not None:
-        yield comm, period, sample()
+        yield Sample(pid, comm, period, sample())
 
 
 @dataclass
@@ -174,9 +185,9 @@ class Folded:
         self.period_ns = self.period_ns or other.period_ns
 
 
-def fold(samples: Iterable[tuple[str, int, list[tuple[str, str, bool]]]], groups: Groups) -> Folded:
+def fold(samples: Iterable[Sample], groups: Groups) -> Folded:
     out = Folded()
-    for comm, period, frames in samples:
+    for _, comm, period, frames in samples:
         out.period_ns = out.period_ns or period
         names = []
         for name, dso, kernel in reversed(frames):
@@ -213,8 +224,12 @@ class Profiler:
     """What this machine's perf can record, found once per comparison."""
 
     def __init__(self, exe: str = "perf", rate_hz: int = DEFAULT_RATE, stack: str = "dwarf",
-                 out: Path | None = None, only: set[str] | None = None) -> None:
+                 out: Path | None = None, only: set[str] | None = None, cpus: list[int] | None = None) -> None:
         self.exe, self.rate_hz, self.stack, self.out, self.only = exe, rate_hz, stack, out, only
+        # The server's CPUs when it is pinned: sampled whole, one event per CPU, and the server's samples
+        # kept. Per-thread events (perf's -p) cost every context switch of the server: server-blocking
+        # (a thread per connection, a switch per request) used 2.4x its CPU per request under them.
+        self.cpus = cpus
         self.period_ns = max(1, round(1e9 / rate_hz))
         self.reason: str | None = None
         self.groups = Groups()
@@ -224,7 +239,7 @@ class Profiler:
         probe = Path(out or "/tmp") / ".perf-record-probe.data"
         try:
             probe.parent.mkdir(parents=True, exist_ok=True)
-            r = subprocess.run([exe, "record", *self.events(), "-o", str(probe), "--", "true"],
+            r = subprocess.run([exe, "record", *self.events(), *self.scope(), "-o", str(probe), "--", "true"],
                                capture_output=True, text=True, timeout=60)
         except (OSError, subprocess.TimeoutExpired) as e:
             self.reason = f"{exe} record could not run ({e})"
@@ -243,12 +258,18 @@ class Profiler:
         """Whether this target is profiled (--profile-targets)."""
         return self.only is None or target_id in self.only or name in self.only
 
+    def scope(self) -> list[str]:
+        """perf record's target besides -p: the server's CPUs, where it is pinned to them."""
+        return ["-a", "-C", ",".join(map(str, self.cpus))] if self.cpus else []
+
     def events(self) -> list[str]:
         return ["-e", "cpu-clock", "-c", str(self.period_ns), "--call-graph", self.stack]
 
     def describe(self) -> dict:
         return {"on": self.usable, "reason": self.reason, "rate_hz": self.rate_hz, "stack": self.stack,
                 "targets": sorted(self.only) if self.only is not None else None,
+                "scope": f"CPUs {','.join(map(str, self.cpus))}, the server's samples" if self.cpus
+                else "the server's processes",
                 "period_us": self.period_ns / 1000, "tool": f"{self.exe} record",
                 "groups": [g.as_json() for g in self.groups.all]}
 
@@ -258,11 +279,12 @@ class Recorder(PerfSession):
 
     def __init__(self, profiler: Profiler, pids: list[int], data: Path) -> None:
         self.profiler = profiler
-        super().__init__([profiler.exe, "record"], profiler.events(), pids, data)
+        super().__init__([profiler.exe, "record"], profiler.events(), pids, data, profiler.scope() or None)
 
-    def finish(self, folded: Path) -> dict:
-        """Stop perf, fold what it recorded into folded (and its frames' groups beside it), remove perf's
-        data file; what results.json says of it (with 'problem' when there is none)."""
+    def finish(self, folded: Path, pids: set[int]) -> dict:
+        """Stop perf, fold what it recorded of pids (the server's processes at the end; those it started
+        with are added) into folded (and its frames' groups beside it), remove perf's data file; what
+        results.json says of it (with 'problem' when there is none)."""
         self.wait(timeout=60)
         got: dict = {"seconds": round(self.seconds, 3)}
         try:
@@ -277,7 +299,17 @@ class Recorder(PerfSession):
                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                                       errors="replace") as p:
                     assert p.stdout is not None
-                    profile = fold(parse_script(p.stdout), self.profiler.groups)
+                    keep = (pids | self.pids) if self.profiler.cpus else None
+                    seen = 0
+
+                    def kept(samples: Iterable[Sample]) -> Iterator[Sample]:
+                        nonlocal seen
+                        for one in samples:
+                            seen += 1
+                            if keep is None or one.pid in keep:
+                                yield one
+
+                    profile = fold(kept(parse_script(p.stdout)), self.profiler.groups)
                     rc = p.wait(timeout=SCRIPT_TIMEOUT)
             except (OSError, subprocess.TimeoutExpired) as e:
                 got["problem"] = f"not recorded: perf script failed ({e})"
@@ -289,6 +321,7 @@ class Recorder(PerfSession):
             said = re.search(r"\((\d+) samples\)", self.stderr_text())
             lost = re.search(r"lost (\d+) chunks", self.stderr_text())
             got["perf_samples"] = int(said.group(1)) if said else None
+            got["samples_seen"] = seen   # the server's and, sampling its CPUs, whatever else ran there
             if lost:
                 got["lost_chunks"] = int(lost.group(1))
             write_folded(folded, profile.stacks)
