@@ -170,6 +170,11 @@ server-epoll 11663/11665    1000000
         other = self.SCRIPT.replace("server-epoll 11663/11665", "loadgen 4242/4242", 2)
         samples = list(profile.parse_script(other.splitlines(keepends=True)))
         self.assertEqual([s.pid for s in samples], [4242, 4242, 11663, 11663, 11663])
+        # A thread whose start perf did not see is named ':TID' by perf; the root is its process's name.
+        unnamed = self.SCRIPT.replace("server-epoll 11663/11665", ":11665 11663/11665", 1)
+        named = profile.fold(profile.parse_script(unnamed.splitlines(keepends=True)), profile.Groups(),
+                             {11663: "server-epoll"})
+        self.assertEqual(named.stacks, got.stacks)
         # Written and read back the same; a line without its count is refused.
         import tempfile
         with tempfile.TemporaryDirectory() as tmp:

@@ -308,7 +308,7 @@ def _profile_result(recorder: profile.Recorder, target: Target, load: Load, rec:
     # Sampling the server's CPUs, perf sees every process there; else a process it was not given is missed.
     missed = syscalls.untraced(recorder, tree) if not load.profiler.cpus else []
     folded = load.profiler.out / "profiles" / "runs" / f"{tag}.folded"
-    got = recorder.finish(folded, set(tree))
+    got = recorder.finish(folded, {pid: st["comm"] for pid, st in tree.items()})
     if "folded" in got:
         got["folded"] = str(folded.relative_to(load.profiler.out))
     if missed and "problem" not in got:

@@ -49,7 +49,8 @@ KERNEL_MARK = "_[k]"
 FAMILY_ALPHA = 0.01          # the chance that sampling alone flags any frame of a differential view
 DIFF_SHOWN = 30              # frames a row's differential keeps in results.json (the text file has more)
 DIFF_TEXT = 40
-FLAME_FRACTION = 1 / 2000    # nodes of the report's flame graph narrower than this are cut
+FLAME_FRACTION = 1 / 1000    # nodes of the report's flame graph narrower than this are cut,
+FLAME_NODES = 2000           # and the narrowest beyond this many (report.html stays a few MB)
 SCRIPT_TIMEOUT = 300.0
 
 
@@ -185,17 +186,19 @@ class Folded:
         self.period_ns = self.period_ns or other.period_ns
 
 
-def fold(samples: Iterable[Sample], groups: Groups) -> Folded:
+def fold(samples: Iterable[Sample], groups: Groups, names: dict[int, str] | None = None) -> Folded:
+    """Samples folded, the outermost frame each one's process name (names: by pid; else the thread's name,
+    which perf gives as ':TID' for a thread whose start it did not see)."""
     out = Folded()
-    for _, comm, period, frames in samples:
+    for pid, comm, period, frames in samples:
+        comm = (names or {}).get(pid) or comm
         out.period_ns = out.period_ns or period
-        names = []
+        shown = []
         for name, dso, kernel in reversed(frames):
-            shown = name + KERNEL_MARK if kernel else name
-            names.append(shown)
-            if shown not in out.frame_groups:
-                out.frame_groups[shown] = groups.of_frame(name, dso, kernel)
-        out.stacks[";".join([comm, *names])] += 1
+            shown.append(name + KERNEL_MARK if kernel else name)
+            if shown[-1] not in out.frame_groups:
+                out.frame_groups[shown[-1]] = groups.of_frame(name, dso, kernel)
+        out.stacks[";".join([comm, *shown])] += 1
         out.groups[groups.of_sample(frames)] += 1
     return out
 
@@ -281,9 +284,9 @@ class Recorder(PerfSession):
         self.profiler = profiler
         super().__init__([profiler.exe, "record"], profiler.events(), pids, data, profiler.scope() or None)
 
-    def finish(self, folded: Path, pids: set[int]) -> dict:
-        """Stop perf, fold what it recorded of pids (the server's processes at the end; those it started
-        with are added) into folded (and its frames' groups beside it), remove perf's data file; what
+    def finish(self, folded: Path, names: dict[int, str]) -> dict:
+        """Stop perf, fold what it recorded of the server's processes (names: their names by pid at the
+        end; those it started with are added) into folded (and its frames' groups beside it), remove perf's data file; what
         results.json says of it (with 'problem' when there is none)."""
         self.wait(timeout=60)
         got: dict = {"seconds": round(self.seconds, 3)}
@@ -299,7 +302,7 @@ class Recorder(PerfSession):
                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                                       errors="replace") as p:
                     assert p.stdout is not None
-                    keep = (pids | self.pids) if self.profiler.cpus else None
+                    keep = (set(names) | self.pids) if self.profiler.cpus else None
                     seen = 0
 
                     def kept(samples: Iterable[Sample]) -> Iterator[Sample]:
@@ -309,7 +312,7 @@ class Recorder(PerfSession):
                             if keep is None or one.pid in keep:
                                 yield one
 
-                    profile = fold(kept(parse_script(p.stdout)), self.profiler.groups)
+                    profile = fold(kept(parse_script(p.stdout)), self.profiler.groups, names)
                     rc = p.wait(timeout=SCRIPT_TIMEOUT)
             except (OSError, subprocess.TimeoutExpired) as e:
                 got["problem"] = f"not recorded: perf script failed ({e})"
@@ -377,6 +380,21 @@ def differential(a: Counter, a_req: int, b: Counter, b_req: int, period_us: floa
                     "error_us_per_req": err, "significant": abs(ua - ub) > z * err and (na + nb) > 0})
     out.sort(key=lambda d: (-abs(d["diff_us_per_req"]), d["frame"]))
     return out
+
+
+def flame_cut(stacks: Counter, fraction: float = FLAME_FRACTION, most: int = FLAME_NODES) -> int:
+    """The fewest samples a flame graph's node needs: fraction of all, raised so that at most `most`
+    nodes are left (a node has no more samples than its parent, so what is left stays one tree)."""
+    counts: Counter = Counter()
+    for stack, n in stacks.items():
+        frames = stack.split(";")
+        for i in range(1, len(frames) + 1):
+            counts[tuple(frames[:i])] += n
+    cut = max(1, math.ceil(sum(stacks.values()) * fraction))
+    widths = sorted(counts.values(), reverse=True)
+    if len(widths) > most:
+        cut = max(cut, widths[most - 1] + 1)
+    return cut
 
 
 def flame_tree(stacks: Counter, frame_groups: dict[str, str], min_samples: int, fallback: str) -> list:
@@ -459,8 +477,8 @@ def summarize(results: dict, src: Path | None, out: Path | None) -> None:
             "coverage": samples * period_us / 1e6 / cpu if cpu else None,
             "groups": {g: prof.groups.get(g, 0) * period_us / requests for g in groups.names},
             "folded": str(folded),
-            "flame": flame_tree(prof.stacks, prof.frame_groups, max(1, math.ceil(samples * FLAME_FRACTION)), fallback),
-            "flame_min_samples": max(1, math.ceil(samples * FLAME_FRACTION)),
+            "flame": flame_tree(prof.stacks, prof.frame_groups, cut := flame_cut(prof.stacks), fallback),
+            "flame_min_samples": cut,
             "diff": None,
         }
     baselines = results.get("baselines") or {}
