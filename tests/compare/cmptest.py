@@ -296,7 +296,7 @@ class Session:
         self.wrap_log = self.tmp / "invocations.log"
         self.harness_procs: list[subprocess.Popen] = []
         self.outs = 0
-        self.extra_env: dict[str, str] = {}
+        self.extra_env: dict[str, str] = {}   # variables the harness gets besides (PATH, SM_WINE, DOCKER_HOST)
         self._make_build(wrappers)
 
     # the private build directory
@@ -389,15 +389,16 @@ class Session:
 
     def run(self, args: list[str], out: Path | None = None, timeout: float = HARNESS_TIMEOUT,
             build: bool = True, new_out: bool = True, env: dict[str, str] | None = None) -> Run:
-        """The harness with args; env: variables set for it besides."""
+        """The harness with args; env: variables set for this run besides extra_env."""
         if out is None and new_out:
             out = self.new_out()
         t0 = time.monotonic()
-        self.extra_env = env or {}
+        saved = self.extra_env
+        self.extra_env = {**saved, **(env or {})}
         try:
             proc, cmd = self.start(args, out, build)
         finally:
-            self.extra_env = {}
+            self.extra_env = saved
         return self.finish(proc, cmd, out, t0, timeout)
 
     @staticmethod

@@ -193,17 +193,6 @@ class Watch(threading.Thread):
         return "; ".join(self.seen[p].text() if p in self.seen else f"pid {p}: never seen" for p in pids)
 
 
-class EnvSession(Session):
-    """A Session whose harness gets more environment variables (PATH, DOCKER_HOST, ...)."""
-
-    def __init__(self, name: str, wrappers: bool = False) -> None:
-        super().__init__(name, wrappers)
-        self.extra_env: dict[str, str] = {}
-
-    def env(self) -> dict[str, str]:
-        return {**super().env(), **self.extra_env}
-
-
 # -- the tests ------------------------------------------------------------------------
 
 class Hosting(CompareTestCase):
@@ -211,7 +200,7 @@ class Hosting(CompareTestCase):
 
     def setUp(self) -> None:
         self.check_prerequisites()
-        self.s = EnvSession(self._testMethodName.removeprefix("test_"), wrappers=self._testMethodName in self.WRAPPED)
+        self.s = Session(self._testMethodName.removeprefix("test_"), wrappers=self._testMethodName in self.WRAPPED)
         self.addCleanup(self.remove_containers)  # after the Session's cleanup (LIFO): the harness is gone then
         self.addCleanup(self.s.close)
 

@@ -38,17 +38,6 @@ IOCP = "iocp/composed"
 SHOWN = "iocp/composed (Wine)"
 
 
-class EnvSession(Session):
-    """A Session whose harness gets extra environment variables."""
-
-    def __init__(self, name: str, extra_env: dict[str, str]) -> None:
-        super().__init__(name)
-        self.extra_env = extra_env
-
-    def env(self) -> dict[str, str]:
-        return {**super().env(), **self.extra_env}
-
-
 def wine_problem() -> str | None:
     """Why the iocp case cannot run here, or None."""
     binary = BY_NAME["iocp"].binary_in(Config.build_dir)
@@ -151,7 +140,8 @@ class Wine(CompareTestCase):
 
     def test_wine_missing(self) -> None:
         """No Wine (SM_WINE names none): iocp is skipped saying so, epoll measured, exit 3; nothing started."""
-        self.s = EnvSession(self._testMethodName.removeprefix("test_"), {"SM_WINE": "/nonexistent/wine"})
+        self.s = Session(self._testMethodName.removeprefix("test_"))
+        self.s.extra_env = {"SM_WINE": "/nonexistent/wine"}
         self.addCleanup(self.s.close)
         run = self.s.run(cmptest.TINY + ["--modes", "composed", "--targets", "iocp,epoll", "--scenarios",
                                          "plaintext", "--connections", "4"])
