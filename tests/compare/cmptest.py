@@ -626,6 +626,15 @@ class CompareTestCase(unittest.TestCase):
             self.assertEqual(busy, {}, "ports the targets used are not free after the harness exited" + context)
 
 
+class PerfTestCase(CompareTestCase):
+    """A CompareTestCase that needs perf (syscall counts, profiles): skipped (77) where it is not installed."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        if shutil.which("perf") is None:
+            self.skipTest("perf is not installed (Debian: linux-perf; scripts/deps.sh installs it)")
+
+
 def total_requests(results: dict) -> int:
     return sum(r.get("requests") or 0 for r in results.get("runs") or [])
 

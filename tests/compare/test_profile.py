@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import random
 import re
-import shutil
 import sys
 import unittest
 import xml.etree.ElementTree as ET
@@ -19,23 +18,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cmptest  # noqa: E402
-from cmptest import TINY, CompareTestCase, rows_of, runs_of  # noqa: E402
+from cmptest import TINY, CompareTestCase, PerfTestCase, rows_of, runs_of  # noqa: E402
 from smcompare import profile  # noqa: E402
 
 # Long enough a window for a few hundred samples.
 PROFILED = ["--rounds", "1", "--duration", "1", "--warmup", "0.3", "--pause", "0", "--profile", "--profile-rate", "1000"]
 
 
-def perf_missing() -> str | None:
-    return None if shutil.which("perf") else "perf is not installed (Debian: linux-perf; scripts/deps.sh installs it)"
-
-
-class Recorded(CompareTestCase):
-    def setUp(self) -> None:
-        super().setUp()
-        if why := perf_missing():
-            self.skipTest(why)
-
+class Recorded(PerfTestCase):
     def test_epoll_and_uring(self) -> None:
         run = self.s.run(PROFILED + ["--targets", "epoll,uring", "--modes", "composed", "--scenarios", "plaintext",
                                      "--connections", "4", "--server-threads", "1", "--baseline", "epoll"])
@@ -114,8 +104,16 @@ class Recorded(CompareTestCase):
         a, b = (profile.frame_costs(h)[0] for h in halves)
         split = profile.differential(a, requests, b, requests, 1000.0, alpha=1e-6)
         self.assertFalse([d for d in split if d["significant"]], "random halves of one profile differ")
-        # The terminal's CPU split, the report's flame graphs.
+        # The terminal's CPU split (only groups with time in some row: no database client here), the CSV's.
         self.assertIn("Where the CPU goes", run.stdout)
+        head = run.stdout.split("Where the CPU goes", 1)[1].splitlines()[1].split()
+        self.assertIn("tcpip", head)
+        self.assertNotIn("database", head)
+        _, table = cmptest.read_csv(out / "results.csv")
+        line = [r for r in table if r["target"] == "epoll/composed"][0]
+        self.assertAlmostEqual(float(line["cpu_tcpip_us_per_req"]), epoll["tcpip"], places=3)  # the CSV: 6 digits
+        self.assertEqual(int(line["profile_samples"]), rows["epoll/composed"]["samples"])
+        # The report's flame graphs.
         report = (out / "report.html").read_text()
         svgs = [s for s in re.findall(r"<svg\b.*?</svg>", report, re.S) if 'class="frame"' in s]
         self.assertGreaterEqual(len(svgs), len(rows), "no flame graph in report.html")
@@ -196,6 +194,42 @@ server-epoll 11663/11665    1000000
         self.assertEqual(t[:2], ["t", 10])
         self.assertEqual([k[:3] for k in t[3]], [["a", 9, "core"]])   # d (1 sample) is below the cut
         self.assertEqual([k[:2] for k in t[3][0][3]], [["b", 6], ["c", 3]])
+
+
+class Cut(unittest.TestCase):
+    def test_flame_cut(self) -> None:
+        """The flame graph's cut: a fraction of the samples, raised until at most `most` nodes are left."""
+        stacks = Counter({"t;a;b": 50, "t;a;c": 30, "t;d": 15, "t;e": 5})   # 7 nodes with the root 'all'
+        self.assertEqual(profile.flame_cut(stacks, 1 / 100, 100), 1)
+        self.assertEqual(profile.flame_cut(stacks, 1 / 10, 100), 10)        # e (5) cut
+        cut = profile.flame_cut(stacks, 1 / 100, 4)
+        tree = profile.flame_tree(stacks, {}, cut, "model")
+
+        def nodes(n: list) -> int:
+            return sum(1 + nodes(k) for k in n[3])
+
+        self.assertLessEqual(nodes(tree), 4)
+        self.assertEqual([k[0] for k in tree[3][0][3]], ["a"])               # the widest kept, one tree
+
+
+class Options(PerfTestCase):
+    def test_profile_targets_and_rate(self) -> None:
+        """--profile-targets profiles those targets only; --profile-rate out of range is a usage error."""
+        run = self.s.run(TINY + ["--targets", "epoll,floor", "--modes", "composed", "--scenarios", "plaintext",
+                                 "--connections", "2", "--profile", "--profile-rate", "1000",
+                                 "--profile-targets", "floor"])
+        self.assertExit(run, 0)
+        results = self.results(run)
+        self.assertEqual(results["config"]["profile"]["targets"], ["floor"])
+        for r in results["runs"]:
+            if r["target"] == "floor":
+                self.assertIn("folded", r["profile"] or {}, r["profile"])
+            else:
+                self.assertIsNone(r["profile"], r["target"])
+        self.assertNoLeftovers(results, run)
+        bad = self.s.run(TINY + ["--targets", "floor", "--profile", "--profile-rate", "0"])
+        self.assertExit(bad, 2)
+        self.assertIn("--profile-rate 0", bad.stderr, bad.describe())
 
 
 class NoPerf(CompareTestCase):

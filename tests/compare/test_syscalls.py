@@ -9,30 +9,20 @@ from __future__ import annotations
 
 import csv
 import io
-import shutil
 import sys
 import unittest
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cmptest  # noqa: E402
-from cmptest import TINY, CompareTestCase, rows_of, runs_of  # noqa: E402
+from cmptest import TINY, CompareTestCase, PerfTestCase, rows_of, runs_of  # noqa: E402
 from smcompare import syscalls  # noqa: E402
 
 # Long enough a warm-up (where the counting is) for a few thousand requests.
 COUNTED = ["--rounds", "1", "--duration", "0.3", "--warmup", "0.5", "--pause", "0"]
 
 
-def perf_missing() -> str | None:
-    return None if shutil.which("perf") else "perf is not installed (Debian: linux-perf; scripts/deps.sh installs it)"
-
-
-class Counts(CompareTestCase):
-    def setUp(self) -> None:
-        super().setUp()
-        if why := perf_missing():
-            self.skipTest(why)
-
+class Counts(PerfTestCase):
     def per_req(self, results: dict, target: str, scenario: str) -> dict:
         runs = [r for r in runs_of(results, target) if r["scenario"] == scenario]
         self.assertTrue(runs, f"no {target} run of {scenario}")

@@ -274,30 +274,30 @@ def _warm_up(cmd: list[str], load: Load, client: Client, tag: str, rec: dict,
     return rc == 0, answered
 
 
+def _traced_pids(target: Target, load: Load, rec: dict, key: str, problem: dict) -> list[int]:
+    """The server's processes and its proxy's, settled, for perf to attach to; none for a remote server
+    (rec[key] = problem then)."""
+    if load.remote:
+        rec[key] = problem
+        return []
+    return _settled(lambda: sorted(_server_tree(target)))
+
+
 def _syscall_counter(target: Target, load: Load, tag: str, rec: dict) -> syscalls.Counter | None:
-    """perf attached (disabled) to the server's processes and its proxy's, or None (rec says why)."""
+    """perf stat attached (disabled) to the server's processes and its proxy's, or None (rec says why)."""
     if load.perf is None:
         return None
-    if load.remote:
-        rec["syscalls"] = {"over": load.syscalls_over, "problem": "not counted: the server is on another host"}
-        return None
-    pids = _settled(lambda: sorted(_server_tree(target)))
-    if not pids:
-        return None
-    return syscalls.Counter(load.perf, pids, load.tmp / f"{tag}-syscalls.perf")
+    pids = _traced_pids(target, load, rec, "syscalls",
+                        {"over": load.syscalls_over, "problem": "not counted: the server is on another host"})
+    return syscalls.Counter(load.perf, pids, load.tmp / f"{tag}-syscalls.perf") if pids else None
 
 
 def _profile_recorder(target: Target, load: Load, tag: str, rec: dict) -> profile.Recorder | None:
     """perf record attached (disabled) to the server's processes and its proxy's, or None (rec says why)."""
     if load.profiler is None or not load.profiler.wants(target.id, target.name):
         return None
-    if load.remote:
-        rec["profile"] = {"problem": "not recorded: the server is on another host"}
-        return None
-    pids = _settled(lambda: sorted(_server_tree(target)))
-    if not pids:
-        return None
-    return profile.Recorder(load.profiler, pids, load.tmp / f"{tag}-profile.data")
+    pids = _traced_pids(target, load, rec, "profile", {"problem": "not recorded: the server is on another host"})
+    return profile.Recorder(load.profiler, pids, load.tmp / f"{tag}-profile.data") if pids else None
 
 
 def _profile_result(recorder: profile.Recorder, target: Target, load: Load, rec: dict, tag: str) -> None:

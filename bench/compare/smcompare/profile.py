@@ -131,16 +131,13 @@ class Sample(NamedTuple):
 
 
 def parse_script(text: Iterable[str]) -> Iterator[Sample]:
-    """perf script -F comm,pid,tid,period,ip,sym,dso: its samples; an inlined frame has its caller's
-    file."""
+    """perf script --no-inline -F comm,pid,tid,period,ip,sym,dso: its samples."""
     comm, period, pid = None, 0, 0
     raw: list[tuple[str, str, int]] = []
 
     def sample():
         out: list[tuple[str, str, bool]] = []
-        for i, (sym, dso, ip) in enumerate(raw):
-            if dso == "inlined":
-                dso = next((d for _, d, _ in raw[i + 1:] if d != "inlined"), "[unknown]")
+        for sym, dso, ip in raw:
             kernel = dso.startswith("[kernel") or dso.endswith(".ko") or dso.startswith("[bpf") or \
                 (dso == "[unknown]" and ip >= 0xffff800000000000)
             if sym == "[unknown]":
@@ -542,7 +539,10 @@ def cpu_split_table(results: dict) -> str:
              f"{r['profile']['us_per_req']:.2f}",
              f"{r['profile']['coverage']:.0%}" if r["profile"].get("coverage") else "-"] for r in rows]
     widths = [max(len(x) for x in col) for col in zip(head, *body)]
-    fmt = lambda cells: "  ".join(c.ljust(w) if k < 3 else c.rjust(w) for k, (c, w) in enumerate(zip(cells, widths)))  # noqa: E731
+
+    def fmt(cells: list[str]) -> str:   # the names left-aligned, the figures right-aligned
+        return "  ".join(c.ljust(w) if k < 3 else c.rjust(w) for k, (c, w) in enumerate(zip(cells, widths)))
+
     diffs = [r["profile"]["diff"]["file"] for r in rows if r["profile"].get("diff")]
     return ("\nWhere the CPU goes (µs per request, from the profile; cover: the profile's CPU / the CPU "
             "measured from /proc)\n" + "\n".join(fmt(c) for c in [head, *body]) + "\n"
