@@ -214,7 +214,8 @@ class Cut(unittest.TestCase):
 
 class Options(PerfTestCase):
     def test_profile_targets_and_rate(self) -> None:
-        """--profile-targets profiles those targets only; --profile-rate out of range is a usage error."""
+        """--profile-targets profiles those targets only; an unpinned server is followed by its processes;
+        --profile-rate out of range is a usage error."""
         run = self.s.run(TINY + ["--targets", "epoll,floor", "--modes", "composed", "--scenarios", "plaintext",
                                  "--connections", "2", "--profile", "--profile-rate", "1000",
                                  "--profile-targets", "floor"])
@@ -226,6 +227,18 @@ class Options(PerfTestCase):
                 self.assertIn("folded", r["profile"] or {}, r["profile"])
             else:
                 self.assertIsNone(r["profile"], r["target"])
+        self.assertNoLeftovers(results, run)
+        # An unpinned server: perf follows its processes (one event per thread), every sample its own.
+        run = self.s.run(TINY + ["--targets", "floor", "--scenarios", "plaintext", "--connections", "2",
+                                 "--server-cpus", "none", "--client-cpus", "none", "--profile", "--profile-rate", "1000"])
+        self.assertExit(run, 0)
+        results = self.results(run)
+        self.assertEqual(results["config"]["profile"]["scope"], "the server's processes")
+        for r in results["runs"]:
+            got = r["profile"] or {}
+            self.assertIn("folded", got, got)
+            self.assertEqual(got["samples"], got["samples_seen"], got)
+            self.assertEqual(got["perf_samples"], got["samples"], got)
         self.assertNoLeftovers(results, run)
         bad = self.s.run(TINY + ["--targets", "floor", "--profile", "--profile-rate", "0"])
         self.assertExit(bad, 2)
