@@ -32,6 +32,11 @@ const Target& target();
 // this case is skipped.
 void skip_under_wine(std::string_view why);
 
+// How long a run that should end at once (--help, a refused option) may take
+// before it counts as hung. A hang guard, never a timing: a Windows program
+// under Wine on a busy machine takes seconds just to start.
+inline constexpr std::chrono::milliseconds kExitGuard = 60s;
+
 // Starts the server under test on 127.0.0.1 with a free port (never a fixed
 // one), `extra` appended to "--address 127.0.0.1 --port 0".
 std::unique_ptr<ServerProcess> start_server(const std::vector<std::string>& extra = {});

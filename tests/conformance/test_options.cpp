@@ -50,7 +50,7 @@ TEST_CASE("options threads 2 serves on every thread", "[conformance][options]") 
 }
 
 TEST_CASE("options help exits 0 and lists the options", "[conformance][options]") {
-    const RunResult r = run_to_exit(target().binary, {"--help"}, 5s);
+    const RunResult r = run_to_exit(target().binary, {"--help"}, kExitGuard);
     INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
     CHECK(r.status.clean());
     CHECK(r.status.describe() == "exited with code 0");
@@ -79,13 +79,13 @@ TEST_CASE("options help begins with what servers/models.json says the model show
     INFO("model " << target().model << " in " << SM_MODELS_FILE);
     REQUIRE_FALSE(shows.empty());
     std::erase(shows, '`');
-    const RunResult r = run_to_exit(target().binary, {"--help"}, 5s);
+    const RunResult r = run_to_exit(target().binary, {"--help"}, kExitGuard);
     const std::string first = r.out.substr(0, r.out.find('\n'));
     CHECK(first == "server-" + target().model + ": " + shows);
 }
 
 TEST_CASE("options version exits 0", "[conformance][options]") {
-    const RunResult r = run_to_exit(target().binary, {"--version"}, 5s);
+    const RunResult r = run_to_exit(target().binary, {"--version"}, kExitGuard);
     INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
     CHECK(r.status.clean());
     CHECK_FALSE(r.out.empty());
@@ -106,7 +106,7 @@ TEST_CASE("options bad value exits 2 with an error", "[conformance][options]") {
         Case{{"--header-timeout", "0"}, "header-timeout"}, Case{{"--frobnicate"}, "frobnicate"});
     std::vector<std::string> args = {"--address", "127.0.0.1", "--port", "0"};
     args.insert(args.end(), bad.args.begin(), bad.args.end());
-    const RunResult r = run_to_exit(target().binary, args, 5s);
+    const RunResult r = run_to_exit(target().binary, args, kExitGuard);
     std::string shown;
     for (const auto& a : bad.args)
         shown += a + " ";
@@ -123,7 +123,7 @@ TEST_CASE("options bad value exits 2 with an error", "[conformance][options]") {
 TEST_CASE("options bad port exits 2 with an error", "[conformance][options]") {
     const auto port = GENERATE(as<std::string>{}, "70000", "-1", "http");
     const std::vector<std::string> args = {"--address", "127.0.0.1", "--port", port};
-    const RunResult r = run_to_exit(target().binary, args, 5s);
+    const RunResult r = run_to_exit(target().binary, args, kExitGuard);
     INFO("--port " << port << "\nstatus: " << r.status.describe() << "\nstdout:\n"
                    << r.out << "\nstderr:\n"
                    << r.err);
@@ -139,7 +139,7 @@ TEST_CASE("options address that is not an IP address exits 2 with an error",
     // like any other (exit 2), not a failure to start (exit 1).
     const auto address = GENERATE(as<std::string>{}, "not-an-address", "127.0.0.256", "::g");
     const std::vector<std::string> args = {"--address", address, "--port", "0"};
-    const RunResult r = run_to_exit(target().binary, args, 5s);
+    const RunResult r = run_to_exit(target().binary, args, kExitGuard);
     INFO("--address " << address << "\nstatus: " << r.status.describe() << "\nstdout:\n"
                       << r.out << "\nstderr:\n"
                       << r.err);

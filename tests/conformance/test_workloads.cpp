@@ -664,7 +664,7 @@ TEST_CASE("workloads options --db, --db-connections and --fortunes are checked a
     for (const Case& c : bad) {
         std::vector<std::string> args = {"--address", "127.0.0.1", "--port", "0"};
         args.insert(args.end(), c.args.begin(), c.args.end());
-        const RunResult r = run_to_exit(target().binary, args, 10s);
+        const RunResult r = run_to_exit(target().binary, args, kExitGuard);
         INFO("arguments: " << joined(c.args) << "\nstatus: " << r.status.describe()
                            << "\nstdout:\n" << r.out << "\nstderr:\n" << r.err);
         CHECK(r.status.exited);
@@ -673,7 +673,7 @@ TEST_CASE("workloads options --db, --db-connections and --fortunes are checked a
         CHECK_THAT(r.out, !Catch::Matchers::Contains("listening on"));
     }
     // --help lists them.
-    const RunResult help = run_to_exit(target().binary, {"--help"}, 10s);
+    const RunResult help = run_to_exit(target().binary, {"--help"}, kExitGuard);
     INFO("--help:\n" << help.out);
     CHECK(help.status.clean());
     for (const char* option : {"--db", "--db-connections", "--fortunes"})
