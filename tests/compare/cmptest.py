@@ -617,6 +617,11 @@ class CompareTestCase(unittest.TestCase):
                     problems.append(f"{r.get('target')} run (round {r.get('round')}, {r.get('scenario')}, "
                                     f"c={r.get('connections')}): server pid {pid} still running: {info.text()}")
         self.assertEqual(problems, [], "recorded server processes survived the harness" + context)
+        cgroup = ((results.get("config") or {}).get("syscalls") or {}).get("cgroup")
+        if cgroup:
+            left_cg = [m.split()[1] for m in Path("/proc/self/mounts").read_text().splitlines()
+                       if m.split()[2:3] == ["cgroup2"] and (Path(m.split()[1]) / cgroup).exists()]
+            self.assertEqual(left_cg, [], f"the servers' cgroup {cgroup} is left" + context)
         if check_ports:
             ports = ports_of(results)
             self.assertTrue(ports, "no port found in results.json (runs[].commands.client URLs, server commands)")

@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import csv
 import io
+import os
+import re
+import subprocess
 import sys
+import time
 import unittest
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cmptest  # noqa: E402
 from cmptest import TINY, CompareTestCase, PerfTestCase, rows_of, runs_of  # noqa: E402
-from smcompare import syscalls  # noqa: E402
+from smcompare import procs, syscalls  # noqa: E402
 
 # Long enough a warm-up (where the counting is) for a few thousand requests.
 COUNTED = ["--rounds", "1", "--duration", "0.3", "--warmup", "0.5", "--pause", "0"]
@@ -94,17 +98,75 @@ class Counts(PerfTestCase):
         self.assertNoLeftovers(results, run)
 
     def test_forked_worker_counted(self) -> None:
-        """A contender whose forked worker serves (its master only waits): the worker's receives are counted."""
+        """A contender whose forked worker serves (its master only waits): the worker's receives are counted,
+        pinned (on the server's CPUs, for the servers' cgroup) and unpinned (perf following the processes)."""
         marker = self.s.tmp / "forked.starts"
         worker = self.s.hello(marker=marker, extra=("--on-sigterm", "die", "--fork-worker"))
-        run = self.s.run(COUNTED + ["--targets", "", "--contender", f"forks-a-worker={worker}", "--scenarios",
-                                    "plaintext", "--connections", "2"])
+        for cpus, scope in (([], CGROUP_SCOPE), (["--server-cpus", "none"], "the server's processes")):
+            run = self.s.run(COUNTED + ["--targets", "", "--contender", f"forks-a-worker={worker}", "--scenarios",
+                                        "plaintext", "--connections", "2", *cpus])
+            self.assertExit(run, 0)
+            results = self.results(run)
+            got = self.per_req(results, "forks-a-worker", "plaintext")
+            self.assertGreaterEqual(got["receive"], 0.5, f"{cpus}: the worker's receives are not counted: {got}")
+            self.assertGreaterEqual(got["send"], 0.5, f"{cpus}: the worker's sends are not counted: {got}")
+            self.assertScope(results, "forks-a-worker", scope)
+            self.assertNoLeftovers(results, run)
+
+    def assertScope(self, results: dict, target: str, scope: str) -> None:
+        """Every run of target was counted so (CGROUP_SCOPE: on its CPUs for the servers' cgroup where this
+        machine lets a cgroup be made, else said why)."""
+        cfg = results["config"]["syscalls"]
+        if scope == CGROUP_SCOPE and not cgroup_possible():
+            print(f"no cgroup can be made here ({cgroup_possible.why}): counted per thread, {cfg['per_cpu']}")
+            scope = "the server's processes"
+        elif scope == CGROUP_SCOPE:
+            self.assertIs(cfg["per_cpu"], True, cfg)
+        for r in runs_of(results, target):
+            self.assertRegex(r["syscalls"]["scope"], scope if scope == CGROUP_SCOPE else re.escape(scope),
+                             r["syscalls"])
+
+    def test_only_the_servers_counted(self) -> None:
+        """Counted on the server's CPU for the servers' cgroup: a process beside the server on that CPU
+        (a million reads and writes a second) is not counted with it, and the cgroup is gone afterwards."""
+        allowed = sorted(os.sched_getaffinity(0))
+        if len(allowed) < 2:
+            self.skipTest(f"one CPU here ({allowed}): the server and the client are not apart")
+        if not cgroup_possible():
+            self.skipTest(f"no cgroup can be made here: {cgroup_possible.why}")
+        server_cpu = allowed[0]
+        # Bounded: ends by itself after at most 60 s, and is stopped when the run is over (timeout passes
+        # SIGTERM on to dd; SIGKILL would leave dd running).
+        noise = subprocess.Popen(["timeout", "60", "taskset", "-c", str(server_cpu), "dd", "if=/dev/zero",
+                                  "of=/dev/null", "bs=1"], stderr=subprocess.DEVNULL)
+        try:
+            run = self.s.run(COUNTED + ["--targets", "epoll", "--modes", "composed", "--scenarios", "plaintext",
+                                        "--connections", "4", "--server-threads", "1", "--server-cpus",
+                                        str(server_cpu), "--client-cpus", str(allowed[-1])])
+        finally:
+            noise.terminate()
+            noise.wait()
         self.assertExit(run, 0)
         results = self.results(run)
-        got = self.per_req(results, "forks-a-worker", "plaintext")
-        self.assertGreaterEqual(got["receive"], 0.5, f"the worker's receives are not counted: {got}")
-        self.assertGreaterEqual(got["send"], 0.5, f"the worker's sends are not counted: {got}")
+        plain = self.per_req(results, "epoll/composed", "plaintext")
+        for kind in ("receive", "send"):
+            self.assertTrue(0.5 <= plain[kind] <= 1.5, f"{kind}/req {plain[kind]}: dd's counted too? {plain}")
+        self.assertScope(results, "epoll/composed", CGROUP_SCOPE)
         self.assertNoLeftovers(results, run)
+
+
+# How a run counted on the server's CPUs for the servers' cgroup says so.
+CGROUP_SCOPE = "CPUs [0-9,-]+, cgroup .*servermodels-compare-[0-9]+"
+
+
+def cgroup_possible() -> bool:
+    """Whether this machine lets the harness make a cgroup (v2) for its servers (why not: .why)."""
+    if not hasattr(cgroup_possible, "why"):
+        cg = procs.Cgroup.make("servermodels-test")
+        cgroup_possible.why = cg if isinstance(cg, str) else ""  # type: ignore[attr-defined]
+        if isinstance(cg, procs.Cgroup):
+            cg.remove()
+    return not cgroup_possible.why  # type: ignore[attr-defined]
 
 
 class Parts(unittest.TestCase):
@@ -128,6 +190,31 @@ class Parts(unittest.TestCase):
         tree = {10: {"start": 5, "comm": "master"}, 11: {"start": 500, "comm": "worker"},
                 12: {"start": 2000, "comm": "child"}}
         self.assertEqual(syscalls.untraced(counter, tree), ["11 (worker)"])
+
+
+    def test_cgroup(self) -> None:
+        """The servers' cgroup: a process started in it is in it (not the harness), with the affinity it was
+        started with; once it has exited the cgroup is removed."""
+        cg = procs.Cgroup.make("servermodels-test")
+        if isinstance(cg, str):
+            self.skipTest(f"no cgroup can be made here: {cg}")
+        try:
+            cpu = sorted(os.sched_getaffinity(0))[0]
+            p = procs.spawn(["taskset", "-c", str(cpu), "sleep", "30"], cgroup=cg)
+            try:
+                deadline = time.monotonic() + 10
+                while procs.allowed_cpus(p.pid) != {cpu} and time.monotonic() < deadline:
+                    time.sleep(0.01)   # taskset has not set it yet
+                self.assertTrue(cg.holds(p.pid))
+                self.assertFalse(cg.holds(os.getpid()))
+                self.assertEqual(procs.allowed_cpus(p.pid), {cpu})
+            finally:
+                procs.stop(p)
+            self.assertIsNone(procs.allowed_cpus(p.pid))
+            self.assertFalse(cg.holds(p.pid))
+        finally:
+            cg.remove()
+        self.assertFalse(cg.path.exists())
 
 
 class NoPerf(CompareTestCase):

@@ -578,6 +578,27 @@ def _syscall_counting(a: argparse.Namespace) -> dict:
     return {"perf": perf, "syscalls_over": over}
 
 
+def _servers_cgroup(a: argparse.Namespace, perf: syscalls.Perf) -> procs.Cgroup | None:
+    """The cgroup the servers start in, for perf to count a pinned server on its CPUs (per-thread events
+    cost server-blocking a context switch each: its pipelined runs timed out); None where it cannot, and
+    a.syscalls_config["per_cpu"] says why (perf follows the servers' processes then)."""
+    if not a.server_cpu_list:
+        a.syscalls_config["per_cpu"] = "the servers are not pinned (--server-cpus none)"
+        return None
+    cg = procs.Cgroup.make("servermodels-compare")
+    why = cg if isinstance(cg, str) else perf.cgroup_refused(cg.name, a.server_cpu_list[0])
+    if why is not None:
+        if isinstance(cg, procs.Cgroup):
+            cg.remove()
+        a.syscalls_config["per_cpu"] = why
+        log(f"note: syscalls are counted per thread of the servers, which costs a server that switches threads "
+            f"often (server-blocking) some of its throughput: {why}")
+        return None
+    assert isinstance(cg, procs.Cgroup)
+    a.syscalls_config.update(per_cpu=True, cgroup=cg.name)
+    return cg
+
+
 def _profiling(a: argparse.Namespace) -> profile.Profiler | None:
     """The profiler for --profile, or None; a.profile_config: what results.json says of it."""
     a.profile_config = None
@@ -643,6 +664,9 @@ def measure(a: argparse.Namespace) -> tuple[dict, bool]:
     log(f"compare: writing to {a.out}")
     a.database = None
     try:
+        if load.perf is not None:
+            cgroup = _servers_cgroup(a, load.perf)
+            place, load = dataclasses.replace(place, cgroup=cgroup), dataclasses.replace(load, cgroup=cgroup)
         database = open_database(a, targets, place)
         if database is not None:
             place = dataclasses.replace(place, db_url=database.url, db_shown=database.shown_url,
@@ -705,6 +729,8 @@ def measure(a: argparse.Namespace) -> tuple[dict, bool]:
         wine.close_all()
         if a.database is not None:
             a.database.stop()
+        if place.cgroup is not None:
+            place.cgroup.remove()
     database = a.database
     for t in targets:
         if t.status == "measured" and not any(r["target"] == t.id and r["valid"] for r in runs) and runs \

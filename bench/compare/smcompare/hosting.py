@@ -279,7 +279,7 @@ class ProxiedTarget(ModelTarget):
         (d / "nginx.conf").write_text(conf)
         cmd = place.pin([exe, "-p", f"{d}/", "-c", str(d / "nginx.conf"), "-e", str(d / "error.log")])
         with open(d / "stderr", "wb") as err:
-            self.proxy = procs.spawn(cmd, stdout=err, stderr=subprocess.STDOUT)
+            self.proxy = place.spawn(cmd, stdout=err, stderr=subprocess.STDOUT)
         self.command = [*(self.command or []), "&&", *cmd]
         self.port = port
         try:

@@ -64,6 +64,7 @@ class Load:
     perf: syscalls.Perf | None = None  # counts the server's syscalls (None: not counted)
     syscalls_over: str = "warmup"      # ... over the warm-up or the measured window (syscalls.MODES)
     profiler: profile.Profiler | None = None  # records the server's CPU profile over the window (--profile)
+    cgroup: procs.Cgroup | None = None        # the servers' processes are in it (Placement.cgroup)
 
     @staticmethod
     def url(host: str, port: int, path: str) -> str:
@@ -289,7 +290,14 @@ def _syscall_counter(target: Target, load: Load, tag: str, rec: dict) -> syscall
         return None
     pids = _traced_pids(target, load, rec, "syscalls",
                         {"over": load.syscalls_over, "problem": "not counted: the server is on another host"})
-    return syscalls.Counter(load.perf, pids, load.tmp / f"{tag}-syscalls.perf") if pids else None
+    if not pids:
+        return None
+    # On the server's CPUs for its cgroup where every process of it is there and runs nowhere else (the
+    # servers started here, pinned); else perf follows its processes (a container's, or unpinned).
+    cg, cpus = load.cgroup, load.server_cpus
+    if cg is not None and cpus and all(cg.holds(p) and (procs.allowed_cpus(p) or set()) <= set(cpus) for p in pids):
+        return syscalls.Counter(load.perf, pids, load.tmp / f"{tag}-syscalls.perf", cpus, cg.name)
+    return syscalls.Counter(load.perf, pids, load.tmp / f"{tag}-syscalls.perf")
 
 
 def _profile_recorder(target: Target, load: Load, tag: str, rec: dict) -> profile.Recorder | None:
@@ -339,10 +347,12 @@ def _settled(read, tries: int = 10, pause: float = 0.05):
 def _syscall_counts(counter: syscalls.Counter, target: Target, load: Load, rec: dict,
                     requests: int | None) -> None:
     """rec["syscalls"]: what counter counted, per request answered over the same stretch."""
-    missed = syscalls.untraced(counter, _server_tree(target)) if target.alive() else []
+    # Counting on the server's CPUs for its cgroup, perf sees every process there; else a process it was
+    # not given is missed.
+    missed = syscalls.untraced(counter, _server_tree(target)) if target.alive() and not counter.per_cpu else []
     counts = counter.finish()
     over = load.syscalls_over
-    got: dict = {"over": over, "requests": requests, "seconds": round(counter.seconds, 3)}
+    got: dict = {"over": over, "requests": requests, "seconds": round(counter.seconds, 3), "scope": counter.scope}
     if missed:
         got["problem"] = f"not counted: {', '.join(missed)} started before counting began and was not traced"
     elif counts is None:

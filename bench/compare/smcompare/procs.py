@@ -23,7 +23,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from .util import log
+from .util import log, parse_cpu_list
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
@@ -36,17 +36,26 @@ except OSError:  # pragma: no cover - not glibc
 _PR_SET_PDEATHSIG = 1
 
 
-def _child_preexec() -> None:
+def _child_preexec(cgroup: Cgroup | None = None) -> None:
     if _LIBC is not None:
         _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if cgroup is not None:
+        try:
+            # "0": the writer itself; its threads and children join with it.
+            with open(cgroup.path / "cgroup.procs", "w") as f:
+                f.write("0")
+        except OSError:
+            pass   # Cgroup.holds() then says no, and perf follows the processes instead
 
 
 _live: list[subprocess.Popen] = []
 _stop_signals: dict[int, int] = {}   # pid -> the signal that stops it cleanly, when not SIGTERM
 
 
-def spawn(cmd: list[str], stop_signal: int = signal.SIGTERM, **kw) -> subprocess.Popen:
-    p = subprocess.Popen(cmd, start_new_session=True, preexec_fn=_child_preexec,
+def spawn(cmd: list[str], stop_signal: int = signal.SIGTERM, cgroup: Cgroup | None = None,
+          **kw) -> subprocess.Popen:
+    """cmd started as described above; in cgroup (from before its exec) when one is given."""
+    p = subprocess.Popen(cmd, start_new_session=True, preexec_fn=lambda: _child_preexec(cgroup),
                          stdin=subprocess.DEVNULL, **kw)
     _live.append(p)
     if stop_signal != signal.SIGTERM:
@@ -377,6 +386,75 @@ def stop(p: subprocess.Popen, sig: int | None = None, timeout: float = STOP_TIME
 def stop_all() -> None:
     for p in list(reversed(_live)):
         stop(p)
+
+
+class Cgroup:
+    """A cgroup (v2) of one comparison's own that the servers it starts join, so that perf can count a
+    pinned server's events on the server's CPUs for its processes alone (perf stat -a -C CPUS -G NAME):
+    per-CPU events cost a context switch nothing, where events on each of the server's threads (perf -p)
+    are switched in and out with every one of them. Made under the harness's own cgroup, removed by
+    remove() once its processes are gone."""
+
+    def __init__(self, path: Path, name: str) -> None:
+        self.path = path   # its directory
+        self.name = name   # its path below the hierarchy's root, as /proc/PID/cgroup and perf -G name it
+
+    @staticmethod
+    def make(label: str) -> Cgroup | str:
+        """A new cgroup named label-PID below the harness's own, or why there is none."""
+        mounts = [ln.split() for ln in _read("/proc/self/mounts").splitlines()]
+        root = next((Path(m[1]) for m in mounts if len(m) > 2 and m[2] == "cgroup2"), None)
+        if root is None:
+            return "no cgroup v2 hierarchy is mounted"
+        own = next((ln[3:] for ln in _read("/proc/self/cgroup").splitlines() if ln.startswith("0::")), None)
+        if own is None:
+            return "this process is in no cgroup v2"
+        name = f"{own.strip('/')}/{label}-{os.getpid()}".lstrip("/")
+        try:
+            (root / name).mkdir()
+        except OSError as e:
+            return f"cannot make the cgroup {root / name}: {e.strerror}"
+        return Cgroup(root / name, name)
+
+    def holds(self, pid: int) -> bool:
+        """pid is in this cgroup (or one below it)."""
+        for ln in _read(f"/proc/{pid}/cgroup").splitlines():
+            if ln.startswith("0::"):
+                at = ln[3:].strip("/")
+                return at == self.name or at.startswith(self.name + "/")
+        return False
+
+    def remove(self, timeout: float = STOP_TIMEOUT) -> None:
+        """Remove it once the processes that were in it have gone (they may take a moment to be reaped)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.path.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError as e:
+                if time.monotonic() > deadline:
+                    log(f"warning: the cgroup {self.path} is left ({e.strerror}: "
+                        f"{_read(str(self.path / 'cgroup.procs')).split()[:8]} still in it)")
+                    return
+                time.sleep(0.05)
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def allowed_cpus(pid: int) -> set[int] | None:
+    """The CPUs pid may run on (its affinity), or None if it is gone."""
+    for ln in _read(f"/proc/{pid}/status").splitlines():
+        if ln.startswith("Cpus_allowed_list:"):
+            return set(parse_cpu_list(ln.split(":", 1)[1].strip()))
+    return None
 
 
 TCP_ESTABLISHED, TCP_LISTEN = "01", "0A"   # the st column of /proc/net/tcp

@@ -29,7 +29,7 @@ import subprocess
 from pathlib import Path
 
 from .perfctl import PerfSession
-from .util import log
+from .util import cpu_list, log
 
 # The kinds, in the order they are shown, and the syscalls of each (those
 # this architecture has; raw_syscalls:sys_enter counts them all, and "other"
@@ -106,6 +106,19 @@ class Perf:
     def usable(self) -> bool:
         return self.reason is None
 
+    def cgroup_refused(self, cgroup: str, cpu: int) -> str | None:
+        """Why perf cannot count on a CPU for a cgroup's processes alone (perf stat -a -C CPU -G CGROUP),
+        or None: it can."""
+        try:
+            r = subprocess.run([self.exe, "stat", "-x,", "-a", "-C", str(cpu), "-e", TOTAL, "-G", cgroup, "--", "true"],
+                               capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return f"{self.exe} could not run ({e})"
+        if r.returncode != 0 or TOTAL not in r.stderr:
+            why = next((ln.strip() for ln in r.stderr.splitlines() if ln.strip()), f"exit code {r.returncode}")
+            return f"{self.exe} stat -a -G failed here: {why[:200]}"
+        return None
+
 
 def _counts(text: str) -> list[tuple[str, int | None]]:
     """perf stat -x, output: (event, count) in the order the events were given, None where it was not
@@ -149,17 +162,25 @@ def syscall_numbers(machine: str | None = None) -> dict[str, int]:
 
 
 class Counter(PerfSession):
-    """One perf stat attached (disabled) to a server's processes for one run."""
+    """One perf stat attached (disabled) to a server's processes for one run: to each of their threads,
+    or, given the server's CPUs and a cgroup holding all its processes, to those CPUs for that cgroup."""
 
-    def __init__(self, perf: Perf, pids: list[int], out: Path) -> None:
+    def __init__(self, perf: Perf, pids: list[int], out: Path, cpus: list[int] | None = None,
+                 cgroup: str | None = None) -> None:
         self.perf = perf
         self.requests: int | None = None   # answered over what was counted (the caller says)
         self.hardware: dict[str, int | None] = {}   # cycles and instructions over the same stretch
-        events = ["-e", TOTAL]
+        self.per_cpu = per_cpu = bool(cpus and cgroup)
+        # perf's -G applies to the event given right before it.
+        only = ["-G", cgroup] if per_cpu and cgroup else []
+        events = ["-e", TOTAL, *only]
         for _kind, where in perf.events:
-            events += ["-e", TOTAL, "--filter", where]
-        events += [a for e in perf.hardware for a in ("-e", e)]
-        super().__init__([perf.exe, "stat", "-x,"], [*events], pids, out)
+            events += ["-e", TOTAL, "--filter", where, *only]
+        events += [a for e in perf.hardware for a in ("-e", e, *only)]
+        self.scope = (f"CPUs {cpu_list(cpus)}, cgroup {cgroup}" if per_cpu
+                      else "the server's processes")
+        super().__init__([perf.exe, "stat", "-x,"], events, pids, out,
+                         ["-a", "-C", ",".join(map(str, cpus or []))] if per_cpu else None)
 
     def finish(self) -> dict[str, int] | None:
         """Stop perf; the counts by kind (and 'total'), or None (self.failure says why)."""

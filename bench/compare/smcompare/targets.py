@@ -71,6 +71,7 @@ class Placement:
     db_shown: str | None = None  # the same as recorded (a password of the user's replaced by ***)
     db_connections: int | None = None     # --db-connections, passed on when given
     database: bool = False       # this start is for a db scenario: the models get --db
+    cgroup: procs.Cgroup | None = None   # the servers' processes join it (perf counts them there)
 
     def db_args(self) -> list[str]:
         """A model's database options for this start: --db URL [--db-connections N], or none."""
@@ -92,6 +93,10 @@ class Placement:
     def pin(self, cmd: list[str]) -> list[str]:
         taskset = ["taskset", "-c", ",".join(map(str, self.server_cpus))] if self.server_cpus else []
         return [*self.server_prefix, *taskset, *cmd]
+
+    def spawn(self, cmd: list[str], **kw) -> subprocess.Popen:
+        """A server's process (cmd as pin() made it), in the servers' cgroup where there is one."""
+        return procs.spawn(cmd, cgroup=self.cgroup, **kw)
 
     def wait_port(self, port: int, proc: subprocess.Popen, timeout: float = STARTUP_TIMEOUT) -> None:
         """Return once the server accepts connections where the load will come from."""
@@ -262,7 +267,7 @@ class ModelTarget(Target):
         self.command = place.recorded(cmd)
         err_path = self._stderr_path(place)
         with open(err_path, "wb") as err:
-            self.proc = procs.spawn(cmd, stop_signal=stop_signal, env=env, stdout=subprocess.PIPE, stderr=err)
+            self.proc = place.spawn(cmd, stop_signal=stop_signal, env=env, stdout=subprocess.PIPE, stderr=err)
         line = self._ready_line(err_path)
         m = re.match(r"listening on http://(\[[^\]]+\]|[^:/\s]+):(\d+)\b", line)
         if not m:
@@ -310,7 +315,7 @@ class PortTarget(Target):
         self.command = place.recorded(cmd)
         err_path = self._stderr_path(place)
         with open(err_path, "wb") as err:
-            self.proc = procs.spawn(cmd, stdout=err, stderr=subprocess.STDOUT)
+            self.proc = place.spawn(cmd, stdout=err, stderr=subprocess.STDOUT)
         try:
             place.wait_port(self.port, self.proc)
         except StartError as e:

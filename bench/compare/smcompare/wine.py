@@ -236,7 +236,7 @@ class Wine:
         assert self.server is not None
         logf = place.tmp / "wineserver.log"
         with open(logf, "ab") as f:
-            ws = procs.spawn(place.pin([self.server, "-f", "-p"]), env=self.env(), stdout=f,
+            ws = place.spawn(place.pin([self.server, "-f", "-p"]), env=self.env(), stdout=f,
                              stderr=subprocess.STDOUT)
         # Ready once it has its socket: a client earlier than that would start
         # a wineserver of its own (which finds this one's lock and gives up).
