@@ -106,7 +106,7 @@ def table(results: dict) -> str:
         head = ["target", *(["client"] if several else []), *(["threads"] if sweep else []),
                 "req/s [min-max]", bx, *(["x bare"] if hosted else []), "p50", "p99",
                 "srv us/req [min-max]", bx, *(["x bare", "proxy us/req"] if hosted else []),
-                *(["db us/req [min-max]", bx] if db else []), "cs/req", *(["sys/req"] if counted else []),
+                *(["db us/req [min-max]", bx] if db else []), "cs/req", *(["sys/req [min-max]"] if counted else []),
                 "RSS MiB",
                 "cl us/req", "limited by", "valid"]
         lines = [head]
@@ -131,7 +131,7 @@ def table(results: dict) -> str:
                 *([_with_spread(r.get("db_cpu_us_per_req"), fmt_num),
                    "" if r["target"] == base else fmt_ratio(vs.get("db_cpu_us_per_req"))] if db else []),
                 fmt_num(_med(r["ctx_switches_per_req"])),
-                *([fmt_num(_med(r.get("syscalls_per_req")))] if counted else []),
+                *([_with_spread(r.get("syscalls_per_req"), fmt_num)] if counted else []),
                 "-" if rss is None else f"{rss / 1024:.1f}",
                 fmt_num(_med(r["client_cpu_us_per_req"])),
                 r["limited_by"],
