@@ -42,5 +42,9 @@ inline constexpr int kMaxEvents = 256;
 inline constexpr std::chrono::milliseconds kAcceptPause{100};
 // At --max-connections a slot freed by another thread is noticed this fast.
 inline constexpr std::chrono::milliseconds kLimitPause{10};
+// How often a thread that waits on other threads (for a free one, or, while
+// stopping, for the others to finish) looks again whether it should stop or
+// is done: a stop request from a signal handler wakes no condition variable.
+inline constexpr std::chrono::milliseconds kStopPoll{20};
 
 }  // namespace sm::runtime

@@ -37,7 +37,6 @@ constexpr std::size_t kReadSize = 8 * 1024;
 // A connection thread's stack: it keeps its buffers on the heap and needs
 // little; glibc's 8 MiB default would reserve 80 GB for 10,000 connections.
 constexpr std::size_t kStackSize = 256 * 1024;
-constexpr auto kPoll = std::chrono::milliseconds(20);  // while waiting to stop
 // While threads beyond --threads are alive, how often the acceptor looks for
 // ones that ended (--spare-thread-timeout) to join them and free their memory.
 constexpr auto kReapEvery = std::chrono::milliseconds(1000);
@@ -168,7 +167,7 @@ bool Server::wait_for_idle_thread() {
                 spawn_failed_ ? " (no more threads could be started)"
                               : fmt::format(" (--max-connections {})", opts_.max_connections));
         });
-        idle_.wait_for(lock, kPoll);
+        idle_.wait_for(lock, runtime::kStopPoll);
     }
     return !stop_.requested();
 }
@@ -232,7 +231,7 @@ void Server::run() {
             forced = true;
         }
         lock.lock();
-        idle_.wait_for(lock, kPoll);
+        idle_.wait_for(lock, runtime::kStopPoll);
     }
     exit_ = true;
     lock.unlock();

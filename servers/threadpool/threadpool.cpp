@@ -34,8 +34,6 @@ namespace {
 // A connection that spent its turn's reads (runtime::kReadsPerTurn) goes to
 // the back of the queue (re-armed level-triggered, it is ready again at once).
 using runtime::kReadsPerTurn;
-// While stopping, how often the reactor looks whether the workers are done.
-constexpr auto kStopPoll = std::chrono::milliseconds(20);
 constexpr runtime::ModelOption kQueueSize{
     .name = "queue-size",
     .help =
@@ -148,7 +146,7 @@ void Pool::run() {
             if (open_ == 0) break;
         }
         auto next = std::min(next_sweep_, gate_.retry_at());
-        if (stopping_) next = std::min(next, Clock::now() + kStopPoll);
+        if (stopping_) next = std::min(next, Clock::now() + runtime::kStopPoll);
         const auto wait = std::chrono::ceil<std::chrono::milliseconds>(next - Clock::now());
         const int n = ::epoll_wait(ep_.get(), events, runtime::kMaxEvents,
                                    static_cast<int>(std::max<long long>(0, wait.count())));
