@@ -53,6 +53,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "bench" / "compare"))
+from smcompare import procs  # noqa: E402
 from smcompare.models import BY_NAME, FLOORS  # noqa: E402
 
 HELLO_SERVER = HERE / "hello_server.py"
@@ -619,9 +620,9 @@ class CompareTestCase(unittest.TestCase):
         self.assertEqual(problems, [], "recorded server processes survived the harness" + context)
         cgroup = ((results.get("config") or {}).get("syscalls") or {}).get("cgroup")
         if cgroup:
-            left_cg = [m.split()[1] for m in Path("/proc/self/mounts").read_text().splitlines()
-                       if m.split()[2:3] == ["cgroup2"] and (Path(m.split()[1]) / cgroup).exists()]
-            self.assertEqual(left_cg, [], f"the servers' cgroup {cgroup} is left" + context)
+            root = procs.Cgroup.root()
+            self.assertFalse(root is not None and (root / cgroup).exists(), f"the servers' cgroup {cgroup} is left"
+                             + context)
         if check_ports:
             ports = ports_of(results)
             self.assertTrue(ports, "no port found in results.json (runs[].commands.client URLs, server commands)")

@@ -11,6 +11,7 @@ import csv
 import io
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -155,6 +156,32 @@ class Counts(PerfTestCase):
         self.assertNoLeftovers(results, run)
 
 
+    def test_per_thread_where_perf_refuses_a_cgroup(self) -> None:
+        """A perf that counts but refuses -G (a stub in front of the real one): the note says why once, every
+        run is counted per thread of the server (its scope says so), and the counts are the same."""
+        real = shutil.which("perf")
+        stubs = self.s.tmp / "perf-no-cgroup"
+        stubs.mkdir(exist_ok=True)
+        stub = stubs / "perf"
+        stub.write_text('#!/bin/sh\nfor a in "$@"; do [ "$a" = -G ] && { echo "cgroup: no access" >&2; exit 129; }; '
+                        f'done\nexec {real} "$@"\n')
+        stub.chmod(0o755)
+        run = self.s.run(COUNTED + ["--targets", "epoll", "--modes", "composed", "--scenarios", "plaintext",
+                                    "--connections", "4", "--server-threads", "1"],
+                         env={"PATH": f"{stubs}{os.pathsep}{os.environ.get('PATH', '')}"})
+        self.assertExit(run, 0)
+        results = self.results(run)
+        cfg = results["config"]["syscalls"]
+        self.assertIn("cgroup: no access", str(cfg["per_cpu"]), cfg)
+        self.assertNotIn("cgroup", cfg)
+        self.assertEqual(run.stderr.count("syscalls are counted per thread of the servers"), 1, run.describe())
+        plain = self.per_req(results, "epoll/composed", "plaintext")
+        for kind in ("receive", "send"):
+            self.assertTrue(0.5 <= plain[kind] <= 1.5, f"{kind}/req {plain[kind]}: {plain}")
+        self.assertScope(results, "epoll/composed", "the server's processes")
+        self.assertNoLeftovers(results, run)
+
+
 # How a run counted on the server's CPUs for the servers' cgroup says so.
 CGROUP_SCOPE = "CPUs [0-9,-]+, cgroup .*servermodels-compare-[0-9]+"
 
@@ -194,26 +221,38 @@ class Parts(unittest.TestCase):
 
     def test_cgroup(self) -> None:
         """The servers' cgroup: a process started in it is in it (not the harness), with the affinity it was
-        started with; once it has exited the cgroup is removed."""
+        started with; once it has exited the cgroup is removed. Making one removes those a harness killed
+        outright left (their pid is gone), never one whose harness still runs."""
+        probe = procs.Cgroup.make("servermodels-test")
+        if isinstance(probe, str):
+            self.skipTest(f"no cgroup can be made here: {probe}")
+        probe.remove()
+        parent = probe.path.parent
+        gone = subprocess.Popen(["true"])
+        gone.wait()
+        stale, running = parent / f"servermodels-test-{gone.pid}", parent / "servermodels-test-1"
+        for d in (stale, running):
+            d.mkdir()
+            self.addCleanup(lambda d=d: d.exists() and d.rmdir())
         cg = procs.Cgroup.make("servermodels-test")
-        if isinstance(cg, str):
-            self.skipTest(f"no cgroup can be made here: {cg}")
+        assert isinstance(cg, procs.Cgroup)
+        self.addCleanup(cg.remove)
+        self.assertFalse(stale.exists(), "a killed harness's cgroup is left")
+        self.assertTrue(running.exists(), "a running harness's cgroup was removed")
+        cpu = sorted(os.sched_getaffinity(0))[0]
+        p = procs.spawn(["taskset", "-c", str(cpu), "sleep", "30"], cgroup=cg)
         try:
-            cpu = sorted(os.sched_getaffinity(0))[0]
-            p = procs.spawn(["taskset", "-c", str(cpu), "sleep", "30"], cgroup=cg)
-            try:
-                deadline = time.monotonic() + 10
-                while procs.allowed_cpus(p.pid) != {cpu} and time.monotonic() < deadline:
-                    time.sleep(0.01)   # taskset has not set it yet
-                self.assertTrue(cg.holds(p.pid))
-                self.assertFalse(cg.holds(os.getpid()))
-                self.assertEqual(procs.allowed_cpus(p.pid), {cpu})
-            finally:
-                procs.stop(p)
-            self.assertIsNone(procs.allowed_cpus(p.pid))
-            self.assertFalse(cg.holds(p.pid))
+            deadline = time.monotonic() + 10
+            while procs.allowed_cpus(p.pid) != {cpu} and time.monotonic() < deadline:
+                time.sleep(0.01)   # taskset has not set it yet
+            self.assertTrue(cg.holds(p.pid))
+            self.assertFalse(cg.holds(os.getpid()))
+            self.assertEqual(procs.allowed_cpus(p.pid), {cpu})
         finally:
-            cg.remove()
+            procs.stop(p)
+        self.assertIsNone(procs.allowed_cpus(p.pid))
+        self.assertFalse(cg.holds(p.pid))
+        cg.remove()
         self.assertFalse(cg.path.exists())
 
 

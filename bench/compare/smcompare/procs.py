@@ -400,15 +400,29 @@ class Cgroup:
         self.name = name   # its path below the hierarchy's root, as /proc/PID/cgroup and perf -G name it
 
     @staticmethod
-    def make(label: str) -> Cgroup | str:
-        """A new cgroup named label-PID below the harness's own, or why there is none."""
+    def root() -> Path | None:
+        """Where the cgroup v2 hierarchy is mounted, or None."""
         mounts = [ln.split() for ln in _read("/proc/self/mounts").splitlines()]
-        root = next((Path(m[1]) for m in mounts if len(m) > 2 and m[2] == "cgroup2"), None)
+        return next((Path(m[1]) for m in mounts if len(m) > 2 and m[2] == "cgroup2"), None)
+
+    @staticmethod
+    def make(label: str) -> Cgroup | str:
+        """A new cgroup named label-PID below the harness's own, or why there is none. Those of earlier
+        harnesses that were killed outright (SIGKILL: no clean-up ran) and left theirs, empty, go first."""
+        root = Cgroup.root()
         if root is None:
             return "no cgroup v2 hierarchy is mounted"
         own = next((ln[3:] for ln in _read("/proc/self/cgroup").splitlines() if ln.startswith("0::")), None)
         if own is None:
             return "this process is in no cgroup v2"
+        parent = root / own.strip("/")
+        for stale in parent.glob(f"{label}-*"):
+            pid = stale.name[len(label) + 1:]
+            if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+                try:
+                    stale.rmdir()   # only an empty one goes
+                except OSError:
+                    pass
         name = f"{own.strip('/')}/{label}-{os.getpid()}".lstrip("/")
         try:
             (root / name).mkdir()
