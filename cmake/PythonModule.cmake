@@ -1,5 +1,6 @@
 # sm_python_with_module(<var> <module>): sets <var> to a Python 3 interpreter
-# that can import <module>, for a test written in Python: the one
+# that can import <module> (or several, as an import statement lists them:
+# "jsonschema, scipy"), for a test written in Python: the one
 # find_package(Python3) finds when it has the module, else /usr/bin/python3
 # when that has it (a pyenv or venv Python found first may lack what Debian's
 # python3-<module> installs for /usr/bin/python3), else the one found anyway,

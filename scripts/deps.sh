@@ -9,13 +9,14 @@
 #                                               (scripts/pg.sh starts a temporary one; no system cluster is made),
 #                                               linux-perf (bench/compare counts syscalls with it),
 #                                               valgrind (sm_bench_session --instructions counts under callgrind;
-#                                               ctest micro:instructions)
+#                                               ctest micro:instructions), python3-scipy (bench/compare's
+#                                               significance tests: --compare, the winners)
 #                                   containers  Podman, podman-compose, buildah, runc, debootstrap,
 #                                               python3 (docker/build.sh reads servers/models.json)
 #                                   windows     mingw-w64 (posix threads) to cross-build server-iocp.exe,
 #                                               Wine (64-bit) to run it and the Windows unit suites
 #                                   bench       the peers and what bench/compare runs with (PostgreSQL 15
-#                                               for the db scenarios)
+#                                               for the db scenarios, python3-scipy for its significance tests)
 #                                   (docker/Dockerfile installs --only build, its bench image bench)
 # On other systems install the equivalents; CMake finds them with
 # find_package/pkg-config (see README "Building elsewhere").
@@ -24,13 +25,14 @@ set -euo pipefail
 declare -A groups=(
   [build]="g++ cmake ninja-build pkg-config make node-llhttp libuv1-dev liburing-dev libsimdjson-dev
            nlohmann-json3-dev libcli11-dev libfmt-dev libpq-dev"
-  [test]="clang-14 libclang-rt-14-dev catch2 procps iproute2 python3 python3-jsonschema wrk nghttp2-client
+  [test]="clang-14 libclang-rt-14-dev catch2 procps iproute2 python3 python3-jsonschema python3-scipy wrk nghttp2-client
           postgresql-15 postgresql-client-15 linux-perf valgrind"
   [containers]="podman podman-compose buildah runc conmon containernetworking-plugins
                 golang-github-containernetworking-plugin-dnsname fuse-overlayfs slirp4netns uidmap
                 iptables debootstrap python3"
   [windows]="g++-mingw-w64-x86-64-posix wine wine64"
-  [bench]="wrk nghttp2-client nginx-light h2o util-linux procps python3 postgresql-15 postgresql-client-15 linux-perf"
+  [bench]="wrk nghttp2-client nginx-light h2o util-linux procps python3 python3-scipy postgresql-15 postgresql-client-15
+           linux-perf"
 )
 
 chosen=(build test containers windows)

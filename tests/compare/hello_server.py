@@ -13,7 +13,10 @@ with the right Content-Type but a wrong body; --behave plaintext-only answers /p
 right and /json with a wrong body. Misbehaving under load only (the harness's
 answer check, a few dozen requests, passes): --behave flaky answers every 10th
 request after the first 200 with 500; --behave die-after exits after 300
-requests. The workloads: every behaviour but workloads-garbage answers
+requests; --behave stall answers right but stops for STALL_MS every
+STALL_EVERY requests (a pause for garbage collection, say): the more
+requests a second, the more often it stalls, so a latency objective holds
+only up to a rate far below what it answers without stalls. The workloads: every behaviour but workloads-garbage answers
 /fortunes, /db and /queries with 404 (it does not serve them);
 --behave workloads-garbage answers /fortunes with TechEmpower's page (from
 bench/compare's smcompare.workloads) and /db and /queries with JSON that is
@@ -47,6 +50,7 @@ from pathlib import Path
 PLAINTEXT = b"Hello, World!"
 JSON = b'{"message":"Hello, World!"}'
 MAX_HEAD = 16384
+STALL_EVERY, STALL_MS = 200, 20    # --behave stall
 
 
 def http_date() -> bytes:
@@ -83,11 +87,13 @@ def answer(behave: str, method: bytes, target: bytes, close: bool) -> bytes:
     path = target.split(b"?", 1)[0]
     if behave == "flaky" and ANSWERED > 200 and ANSWERED % 10 == 0:
         return response(b"500 Internal Server Error", b"text/plain", b"oops", close)
+    if behave == "stall" and ANSWERED % STALL_EVERY == 0:
+        time.sleep(STALL_MS / 1000)
     if behave == "die-after" and ANSWERED > 300:
         os._exit(3)
     if behave == "404":
         return response(b"404 Not Found", b"text/plain", b"not here", close)
-    good = behave in ("ok", "flaky", "die-after")
+    good = behave in ("ok", "flaky", "die-after", "stall")
     if behave == "workloads-garbage" and method in (b"GET", b"HEAD"):
         if path == b"/fortunes":
             return response(b"200 OK", b"text/html; charset=utf-8", fortunes_page(), close)
@@ -252,7 +258,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, required=True)
-    ap.add_argument("--behave", choices=("ok", "404", "wrong-body", "plaintext-only", "flaky", "die-after",
+    ap.add_argument("--behave", choices=("ok", "404", "wrong-body", "plaintext-only", "flaky", "die-after", "stall",
                                          "workloads-garbage"), default="ok")
     ap.add_argument("--db")
     ap.add_argument("--marker")

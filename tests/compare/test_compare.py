@@ -464,61 +464,126 @@ class ResultsFiles(CompareTestCase):
         self.assertIn(self.NAME, parser.text_and_attrs(), "the escaped name does not decode back to the name")
 
     def test_from_and_compare(self) -> None:
-        """--from re-renders without measuring; --compare flags a 3x req/s row, and only it."""
+        """--from re-renders without measuring; --compare tests each row's rounds: of one round each, not
+        enough rounds to tell (even a 3x req/s); of 5 synthetic rounds each, a 3x req/s row is significant
+        (p < 0.05), and only it."""
         run, results = self.base, self.res
         rows = [r for r in results["summary"] if r.get("rps") and r["rps"].get("median")]
         self.assertGreaterEqual(len(rows), 2, "need two rows with req/s" + run.describe())
         target = next((r for r in rows if r["target"] == "epoll/composed" and r["scenario"] == "plaintext"), rows[0])
         key = (target["target"], target["scenario"], target["connections"])
-        modified = copy.deepcopy(results)
-        for row in modified["summary"]:
-            if (row["target"], row["scenario"], row["connections"]) == key:
-                for k in ("median", "min", "max"):
-                    row["rps"][k] *= 3
-        for r in modified["runs"]:
-            if (r["target"], r["scenario"], r["connections"]) == key and r.get("rps") is not None:
-                r["rps"] *= 3
-                if isinstance(r.get("requests"), int):
-                    r["requests"] *= 3
-        mod_dir = self.s.tmp / "modified"
-        mod_dir.mkdir()
-        mod_path = mod_dir / "results.json"
-        mod_path.write_text(json.dumps(modified, indent=1))
         starts_before = self.marker.read_text() if self.marker.exists() else ""
 
-        out2 = self.s.new_out()
-        run2 = self.s.run(["--from", str(mod_path), "--compare", str(run.results_path())], out=out2)
-        self.assertExit(run2, 0)
+        # One round each (the measured run): untested, said so.
+        run2 = self.from_file(tripled(results, key), "modified", compare=run.results_path())
         starts_after = self.marker.read_text() if self.marker.exists() else ""
         self.assertEqual(starts_after, starts_before, "--from started the contender: it must measure nothing")
+        out2 = run2.out
         for name in ("results.json", "results.csv", "report.html"):
             self.assertTrue((out2 / name).is_file(), f"--from did not write {name}" + run2.describe())
         self.assertIn(f"report: {out2}/report.html", run2.stdout.splitlines(), "report line" + run2.describe())
         new = self.results(run2)
-        self.assertValid(new, run2, required=False)
         self.assertEqual(len(new["runs"]), len(results["runs"]), "--from changed the runs")
-        comp = new.get("comparison")
-        self.assertIsInstance(comp, dict, "no comparison block in results.json" + run2.describe())
-        self.assertTrue(comp.get("old"), f"comparison.old: {comp.get('old')!r}")
-        crow = {(c["target"], c["scenario"], c["connections"], c["metric"]): c for c in comp["rows"]}
+        crow = self.comparison(new, run2)
         flagged = crow.get(key + ("rps",))
         self.assertIsNotNone(flagged, f"no rps comparison for {key}: {sorted(crow)}")
-        self.assertTrue(flagged["significant"], f"3x req/s not flagged significant: {flagged}")
         self.assertTrue(math.isclose(flagged["change"], 2.0, rel_tol=1e-6), f"change should be +200%: {flagged}")
         self.assertTrue(math.isclose(flagged["new"], 3 * flagged["old"], rel_tol=1e-6), str(flagged))
         others = [r for r in results["summary"] if (r["target"], r["scenario"], r["connections"]) != key]
         for row in others:
             c = crow.get((row["target"], row["scenario"], row["connections"], "rps"))
             self.assertIsNotNone(c, f"no rps comparison for {row['target']} {row['scenario']}: {sorted(crow)}")
+        for c in crow.values():
+            self.assertIsNone(c["significant"], f"one round each tested: {c}")
+            self.assertIsNone(c["p"], c)
+            self.assertTrue(c["reason"].startswith("not enough rounds (1 and 1; the test needs at least 4 and 4)"), c)
+        self.assertRegex(run2.stdout, r"\n    epoll/composed +plaintext .*\+200\.0%  not enough rounds\n", run2.describe())
+        self.assertIn("not enough rounds", comparison_text(out2 / "report.html"))
+
+        # 5 rounds each: the old file as --from writes it (its summary of the 5), the new one 3x.
+        run3 = self.from_file(with_rounds(results, 5), "five")
+        five = self.results(run3)
+        self.assertEqual(five["config"]["rounds"], 5)
+        run4 = self.from_file(tripled(five, key), "five-modified", compare=run3.results_path())
+        crow = self.comparison(self.results(run4), run4)
+        flagged = crow[key + ("rps",)]
+        self.assertIs(flagged["significant"], True, f"3x req/s over 5 rounds not significant: {flagged}")
+        self.assertLess(flagged["p"], 0.05, flagged)
+        self.assertEqual((flagged["rounds"], flagged["reason"]), ([5, 5], None), flagged)
+        self.assertTrue(math.isclose(flagged["change"], 2.0, rel_tol=1e-6), f"change should be +200%: {flagged}")
         for k, c in crow.items():
-            if k[:3] == key and k[3] == "rps":
-                continue
             if k[:3] == key:
                 continue  # the modified row's CPU/req may follow its requests
-            self.assertFalse(c["significant"], f"unchanged row flagged significant: {c}")
+            self.assertIs(c["significant"], False, f"unchanged row flagged significant: {c}")
+            self.assertEqual(c["p"], 1.0, f"unchanged rows: the same rounds, p 1: {c}")
             if c["change"] is not None:
                 self.assertAlmostEqual(c["change"], 0.0, places=9, msg=f"unchanged row: {c}")
-        self.assertNoLeftovers(None, run2)
+        self.assertRegex(run4.stdout, r"\n  \* epoll/composed +plaintext .*\+200\.0%  significant p 0\.0079\n",
+                         run4.describe())
+        self.assertIn("not significant p 1", run4.stdout)
+        self.assertIn("yes p 0.0079", comparison_text(run4.out / "report.html"))
+        self.assertNoLeftovers(None, run4)
+
+    def from_file(self, results: dict, name: str, compare: Path | None = None) -> cmptest.Run:
+        """The harness with --from a results.json of these results (in a directory of its own) and
+        --compare; it must succeed."""
+        src = self.s.tmp / name
+        src.mkdir()
+        (src / "results.json").write_text(json.dumps(results, indent=1))
+        run = self.s.run(["--from", str(src / "results.json"), *(["--compare", str(compare)] if compare else [])],
+                         out=self.s.new_out())
+        self.assertExit(run, 0)
+        self.assertValid(self.results(run), run, required=False)
+        return run
+
+    def comparison(self, results: dict, run: cmptest.Run) -> dict[tuple, dict]:
+        """results.json's comparison rows by (target, scenario, connections, metric)."""
+        comp = results.get("comparison")
+        self.assertIsInstance(comp, dict, "no comparison block in results.json" + run.describe())
+        self.assertTrue(comp.get("old"), f"comparison.old: {comp.get('old')!r}")
+        return {(c["target"], c["scenario"], c["connections"], c["metric"]): c for c in comp["rows"]}
+
+
+def comparison_text(report: Path) -> str:
+    """The text of report.html's Comparison section, its tags left out."""
+    text = report.read_text()
+    section = text[text.index('<section id="comparison">'):]
+    return html.unescape(re.sub(r"<[^>]+>", "", section[:section.index("</section>")]))
+
+
+def tripled(results: dict, key: tuple) -> dict:
+    """A copy of results with the req/s (and requests) of key's (target, scenario, connections) runs and
+    summary row 3x."""
+    modified = copy.deepcopy(results)
+    for row in modified["summary"]:
+        if (row["target"], row["scenario"], row["connections"]) == key:
+            for k in ("median", "min", "max"):
+                row["rps"][k] *= 3
+    for r in modified["runs"]:
+        if (r["target"], r["scenario"], r["connections"]) == key and r.get("rps") is not None:
+            r["rps"] *= 3
+            if isinstance(r.get("requests"), int):
+                r["requests"] *= 3
+    return modified
+
+
+def with_rounds(results: dict, n: int) -> dict:
+    """A copy of results (of one round) with n synthetic rounds: each run repeated, its req/s scaled by
+    0.98, 0.99, 1, 1.01, 1.02 (n = 5) so that the rounds differ as measured ones do; its pair (if any)
+    made the round's own."""
+    out = copy.deepcopy(results)
+    pairs = max((r["pair"] for r in results["runs"] if r.get("pair") is not None), default=0)
+    out["runs"] = []
+    for i in range(1, n + 1):
+        for r in copy.deepcopy(results["runs"]):
+            r["round"] = i
+            if r.get("rps") is not None:
+                r["rps"] *= 1 + (i - (n + 1) / 2) / 100
+            if r.get("pair") is not None:
+                r["pair"] += (i - 1) * pairs
+            out["runs"].append(r)
+    out["config"]["rounds"] = n
+    return out
 
 
 class Interrupt(CompareTestCase):
@@ -831,11 +896,13 @@ class Workloads(CompareTestCase):
                                 get[metric](runs[(entry["runner_up"], sc, rnd)]) for rnd in (1, 2))
                 self.assertAlmostEqual(entry["vs_runner_up"], sum(ratios) / 2, places=9, msg=f"{sc} {metric}")
                 self.assertEqual(entry["vs_baseline"], rows[entry["target"]]["vs_baseline"][metric])
-                w_spread, r_spread = rows[entry["target"]][metric], rows[entry["runner_up"]][metric]
-                self.assertEqual(entry["apart"], w_spread["min"] > r_spread["max"] or w_spread["max"] < r_spread["min"])
+                # Apart: 2 rounds against 2 can never reach p < 0.05 (2 / C(4, 2) = 0.33): not tested.
+                self.assertEqual((entry["apart"], entry["p"], entry["rounds"]), (None, None, [2, 2]), entry)
+                self.assertTrue(entry["reason"].startswith("not enough rounds (2 and 2;"), entry)
         self.assertIn("Winners", run.stdout)
         self.assertRegex(run.stdout, r"\n  db c16: fastest (epoll|threadpool)/composed \(\S+ req/s, \d+\.\d\dx "
-                                     r"(epoll|threadpool)/composed[^)]*\); cheapest server CPU per request .*; "
+                                     r"(epoll|threadpool)/composed, not enough rounds(?:[^()]|\([^()]*\))*\); "
+                                     r"cheapest server CPU per request .*; "
                                      r"cheapest database CPU per request ", run.describe(4000))
 
         # The terminal: the db column in the db scenarios' tables only.

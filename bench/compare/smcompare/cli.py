@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import checks, clients, envinfo, fixedload, output, procs, profile, syscalls, wine, workloads
+from . import checks, clients, envinfo, fixedload, output, procs, profile, slo, syscalls, wine, workloads
 from . import scenarios as scenarios_mod
 from .database import Database, redact
 from .measure import Load, Scenario, run_once
@@ -41,6 +41,8 @@ examples:
   bench/compare/compare --server-prefix 'ip netns exec srv' --client-prefix 'ip netns exec cli' \\
       --target-host 10.0.0.1
   bench/compare/compare --from OLD/results.json --compare OLDER/results.json
+  bench/compare/compare --targets epoll,uring --scenarios plaintext --slo 'p99<=2ms,errors<=0.1%'
+                                                      # capacity at a latency objective, searched per target
   bench/compare/compare --targets epoll,floor --baseline floor --check bench/compare/checks/syscall-floor.txt
   bench/compare/compare --targets epoll,uring --hosting bare,container,bridged,proxied --pairing adjacent
   bench/compare/compare --targets iocp,epoll          # server-iocp.exe under Wine (not a Windows measurement)
@@ -104,7 +106,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         "with loadgen's open loop (coordinated omission corrected): a value <= 1 is a fraction "
                         "of the target's own req/s in this comparison (0.25,0.5,0.75,0.9), above 1 requests/s "
                         "(20000 or 20k); a latency-vs-throughput chart per scenario in the report; pipelined "
-                        "scenarios are not run at a rate (see README, 'Latency at a fixed load')")
+                        "scenarios are not run at a rate (see bench/compare/README.md, 'Latency at a fixed load')")
+    g.add_argument("--slo", metavar="OBJECTIVE",
+                   help="after the closed-loop runs, search each target (per non-pipelined scenario, connection "
+                        "count and round) for the highest rate loadgen's open loop can offer while every bound "
+                        f"holds, e.g. '{slo.EXAMPLE.replace('%', '%%')}' (percentiles p50-p99.99 in us, ms or s; errors as a "
+                        "share of requests, none allowed unless given): starts at the target's closed-loop "
+                        f"req/s, brackets, bisects to within {slo.PRECISION * 100:g}%% in at most {slo.MAX_STEPS} "
+                        "steps, a fresh server each; capacity in the table, results and the report (see "
+                        "bench/compare/README.md, 'Latency at a fixed load, and capacity at a latency objective')")
     g.add_argument("--client", default="loadgen",
                    help="load client(s), comma list of loadgen, wrk, h2load; with several, every target is "
                         "measured with each, shown side by side with their agreement and client CPU ratio "
@@ -308,6 +318,7 @@ def _resolve(a: argparse.Namespace) -> None:
     a.loadgen = a.loadgen or a.build_dir / "bench" / "loadgen" / "loadgen"
     a.client_names = clients.parse_list(a.client)
     a.rate_list = fixedload.parse_rates(a.rates) if a.rates else []
+    a.objective = slo.parse(a.slo) if a.slo is not None else None
 
 
 # ---------------------------------------------------------------------------
@@ -619,7 +630,7 @@ def _profiling(a: argparse.Namespace) -> profile.Profiler | None:
 
 def measure(a: argparse.Namespace) -> tuple[dict, bool]:
     """Run the whole comparison; (results, interrupted)."""
-    if ("loadgen" in a.client_names or a.rate_list) and not a.loadgen.exists():
+    if ("loadgen" in a.client_names or a.rate_list or a.objective) and not a.loadgen.exists():
         raise SetupError(f"loadgen not found at {a.loadgen}; build it first:\n"
                          "  cmake --preset release && cmake --build --preset release\n"
                          "(or run scripts/compare.sh, which does that), or pass --build-dir/--loadgen")
@@ -660,6 +671,8 @@ def measure(a: argparse.Namespace) -> tuple[dict, bool]:
         os.sched_setaffinity(0, a.client_cpu_list)
     runs: list[dict] = []
     fixed_runs: list[dict] = []
+    slo_runs: list[dict] = []
+    searches: list[dict] = []
     interrupted = False
     log(f"compare: writing to {a.out}")
     a.database = None
@@ -700,8 +713,8 @@ def measure(a: argparse.Namespace) -> tuple[dict, bool]:
             progress = Progress(len(steps), a.warmup + a.duration + a.pause + 0.5)
             for shown, t, client, sc, conns, rnd, pair, rate, n in steps:
                 progress.show(shown + (f" t{n}" if swept and n is not None else ""))
-                into.append(run_once(t, *at[n], client, sc, conns, rnd, time.monotonic() - t0, pair, rate,
-                                     threads=n))
+                rec = run_once(t, *at[n], client, sc, conns, rnd, time.monotonic() - t0, pair, rate, threads=n)
+                into.append(rec if rate is None else fixedload.judge(rec))
                 progress.done += 1
                 if a.pause:
                     time.sleep(a.pause)
@@ -710,16 +723,45 @@ def measure(a: argparse.Namespace) -> tuple[dict, bool]:
         several = len(load_clients) > 1
         execute([(f"round {rnd}/{a.rounds} {sc.name} c{conns}{f' {cl.name}' if several else ''} {t.id}",
                   t, cl, sc, conns, rnd, pair, None, n) for rnd, sc, conns, cl, t, pair, n in plan], runs)
+        # Open-loop runs are loadgen's (neither wrk nor h2load keeps a
+        # constant rate); fractions and searches start from the first client's req/s.
+        rater = next((c for c in load_clients if c.name == "loadgen"), None) or clients.make("loadgen", exes["loadgen"])
         if a.rate_list:
-            # Open-loop runs are loadgen's (neither wrk nor h2load keeps a
-            # constant rate); fractions are of the first client's req/s.
-            rater = next((c for c in load_clients if c.name == "loadgen"), None) or clients.make("loadgen", exes["loadgen"])
             fplan, notes = fixedload.make_plan(live, a.scenario_list, a.rounds, a.rate_list,
                                                fixedload.maxima(runs, load_clients[0].name), a.thread_counts)
             for note in notes:
                 log(f"note: {note}")
             execute([(f"round {rnd}/{a.rounds} {sc.name} c{conns} {rate[1]:.0f}/s {t.id}",
                       t, rater, sc, conns, rnd, None, rate, n) for rnd, sc, conns, t, rate, n in fplan], fixed_runs)
+        if a.objective is not None:
+            splan, notes = slo.plan(live, a.scenario_list, a.rounds, fixedload.maxima(runs, load_clients[0].name),
+                                    a.thread_counts)
+            for note in notes:
+                log(f"note: {note}")
+            # A step measures latency only: neither syscalls nor a profile.
+            quiet = {n: (p, dataclasses.replace(ld, perf=None, profiler=None)) for n, (p, ld) in at.items()}
+            progress = Progress(len(splan) * slo.MAX_STEPS, a.warmup + a.duration + a.pause + 0.5)
+            for rnd, sc, conns, t, n, top in splan:
+                where = f"{t.id} {sc.name} c{conns}" + (f" t{n}" if swept and n is not None else "")
+                search = slo.Search(top)
+                while (rate := search.next_rate()) is not None:
+                    progress.show(f"round {rnd}/{a.rounds} slo {sc.name} c{conns} {rate:.0f}/s {t.id}")
+                    rec = run_once(t, *quiet[n], rater, sc, conns, rnd, time.monotonic() - t0, None, ("slo", rate),
+                                   threads=n, errors_judged=True)
+                    verdict, why = slo.verdict(rec, a.objective)
+                    rec["slo"] = {"step": len(search.steps) + 1, "verdict": verdict, "reasons": why,
+                                  "percentiles": list(a.objective.latency_us)}
+                    search.record(rate, verdict)
+                    slo_runs.append(rec)
+                    progress.done += 1
+                    progress.finish()
+                    log(f"slo {where} round {rnd} {slo.step_line(rec)}")
+                    if a.pause:
+                        time.sleep(a.pause)
+                progress.total -= slo.MAX_STEPS - len(search.steps)
+                searches.append({"target": t.id, "scenario": sc.name, "connections": conns, "threads": n,
+                                 "round": rnd, "start_rps": top, **search.result()})
+            progress.finish()
     except (KeyboardInterrupt, Interrupted):
         interrupted = True
         sys.stderr.write("\n")
@@ -765,6 +807,7 @@ def measure(a: argparse.Namespace) -> tuple[dict, bool]:
                    "server_address": a.listen, "server_prefix": a.server_prefix_list,
                    "client_prefix": a.client_prefix_list, "server_remote": a.remote, "modes": a.modes,
                    "engine": a.engine, "clients": a.client_names, "rates": [w for w, _ in a.rate_list],
+                   "slo": a.objective.as_json() if a.objective is not None else None,
                    "scenarios": [s.as_json() for s in a.scenario_list],
                    "hosting": a.hosting_list, "container_engine": a.container_engine, "image": a.image,
                    "build_dir": str(a.build_dir), "queries": a.queries_list,
@@ -781,6 +824,7 @@ def measure(a: argparse.Namespace) -> tuple[dict, bool]:
         "runs": runs,
         "summary": [],
         **({"fixed_runs": fixed_runs, "fixed_load": []} if a.rate_list else {}),
+        **({"slo_runs": slo_runs, "slo": {"searches": searches, "capacity": []}} if a.objective is not None else {}),
     }
     results["baseline"] = pick_baseline(a.baseline, targets, a.modes)
     return results, interrupted
@@ -799,6 +843,11 @@ def finish(results: dict, a: argparse.Namespace) -> int:
         results["thread_sweep"] = thread_sweep(results["runs"], counts)
     if "fixed_runs" in results:
         results["fixed_load"] = fixedload.summarize(results["fixed_runs"])
+    if "slo_runs" in results:
+        first = (results["config"].get("clients") or ["loadgen"])[0]
+        results["slo"]["capacity"] = slo.summarize(
+            results["slo"]["searches"], [slo.step_record(r) for r in results["slo_runs"]], results["baselines"],
+            fixedload.maxima(results["runs"], first))
     if a.checks:
         results["checks"] = checks.evaluate(a.checks, results)
     if a.compare:
@@ -806,7 +855,7 @@ def finish(results: dict, a: argparse.Namespace) -> int:
             old = json.loads(a.compare.read_text())
         except (OSError, ValueError) as e:
             raise SetupError(f"--compare {a.compare}: cannot read it ({e})") from None
-        results["comparison"] = compare(old, results["summary"], str(a.compare))
+        results["comparison"] = compare(old, results["summary"], str(a.compare), new_runs=results["runs"])
     if a.out:
         a.out.mkdir(parents=True, exist_ok=True)
         (a.out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
@@ -828,6 +877,7 @@ def finish(results: dict, a: argparse.Namespace) -> int:
     print(output.thread_sweep(results), end="")
     print(output.agreement(results), end="")
     print(output.fixed_load(results), end="")
+    print(output.capacity(results), end="")
     print(checks.text(results), end="")
     notes = output.problems(results)
     if notes:
@@ -840,7 +890,8 @@ def finish(results: dict, a: argparse.Namespace) -> int:
         print(f"report: {a.out / 'report.html'}")
     if results["ended"] == "interrupted":
         return EXIT_INTERRUPTED
-    bad_runs = any(not r["valid"] for r in [*results["runs"], *results.get("fixed_runs", [])])
+    bad_runs = any(not r["valid"] for r in [*results["runs"], *results.get("fixed_runs", []),
+                                            *results.get("slo_runs", [])])
     chosen = {sc["name"] for sc in results["config"]["scenarios"]}
     # A requested target that serves none of the chosen scenarios (nginx and the workloads) is not a failure.
     bad_requested = any(t["requested"] and t["status"] in ("skipped", "failed")

@@ -24,7 +24,9 @@ Sections, in order:
    count, req/s and server CPU us/request against the thread count, a line
    per target, and the table with the ratios to the first count;
 6. latency percentile curves (HdrHistogram-style x axis);
-7. latency at a fixed load (--rates);
+7. latency at a fixed load (--rates), and capacity at a latency objective
+   (--slo): the search's steps on a latency-vs-offered-load chart with the
+   objective drawn, and the capacity table;
 8. the full summary table, and the load clients' agreement (several --client);
 9. the comparison with an earlier results.json, when there is one;
 10. environment, config (the database too) and the commands each target was run with;
@@ -46,8 +48,9 @@ import zlib
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from . import output, summary, util
+from . import output, significance, summary, util
 from .measure import RATE_SHORTFALL
+from .slo import CLIENT_BUSY, MAX_STEPS, PRECISION
 
 Json = dict[str, Any]
 Cell = str | tuple[str, str]
@@ -712,24 +715,18 @@ def latency_chart(series: list[tuple[str, str, bool, list[tuple[float, float, fl
 DASHES = {"50": "", "99": "6 3", "99.9": "2 3"}
 
 
-def load_chart(series: list[tuple[str, str, list[tuple[float, dict[str, float] | None]]]]) -> str:
-    """Latency against offered load. series: (label, colour, [(offered req/s,
-    {"50": us, "99": us, "99.9": us} or None when saturated)]); one line per
-    target and percentile (p50 solid, p99 dashed, p99.9 dotted), a saturated
-    point a hollow mark on the top edge."""
-    width, height, left, right, top, bottom = 640, 320, 64, 28, 22, 282
-    # The x axis spans the rates a target took, with room for the first it
-    # could not: a saturated point far beyond (an absolute 10M) sits on the
-    # right edge instead of squeezing the others into a corner.
-    calm_x = [x for *_, pts in series for x, lat in pts if lat]
-    over_x = [x for *_, pts in series for x, lat in pts if not lat]
-    reach = max(calm_x, default=0.0)
-    beyond = min((x for x in over_x if x > reach), default=reach)
-    xticks = nice_ticks(min(beyond, reach * 1.5) if reach else max(over_x, default=1.0))
+LOAD_PLOT = (640, 320, 64, 28, 22, 282)    # width, height, and the plot's left, right, top, bottom
+
+
+def rate_latency_axes(xmax_wanted: float, values: list[float], pad: float):
+    """A latency-against-offered-load chart's axes (LOAD_PLOT): x linear from 0 to a nice tick at or above
+    xmax_wanted, y logarithmic around the values (pad: the room above and below, as a factor); (x ticks,
+    y ticks, x to SVG, latency to SVG, clamped to the plot)."""
+    width, _, left, right, top, bottom = LOAD_PLOT
+    xticks = nice_ticks(xmax_wanted)
     xmax = xticks[-1]
-    values = [v for *_, pts in series for _, lat in pts if lat for v in lat.values() if v > 0]
     lo, hi = (min(values), max(values)) if values else (1.0, 10.0)
-    ymin, ymax = lo / 1.3, max(hi * 1.3, lo * 10)
+    ymin, ymax = lo / pad, max(hi * pad, lo * 10)
     decades = range(math.floor(math.log10(ymin)), math.ceil(math.log10(ymax)) + 1)
     steps = (1, 2, 5) if ymax / ymin < 1e4 else (1,)
     yticks = [m * 10 ** k for k in decades for m in steps if ymin <= m * 10 ** k <= ymax]
@@ -738,7 +735,26 @@ def load_chart(series: list[tuple[str, str, list[tuple[float, dict[str, float] |
         return round(left + (width - left - right) * min(x, xmax) / xmax, 1)
 
     def sy(v: float) -> float:
-        return round(bottom - (bottom - top) * math.log10(max(v, ymin) / ymin) / math.log10(ymax / ymin), 1)
+        return round(bottom - (bottom - top) * math.log10(min(max(v, ymin), ymax) / ymin) / math.log10(ymax / ymin), 1)
+    return xticks, yticks, sx, sy
+
+
+def load_chart(series: list[tuple[str, str, list[tuple[float, dict[str, float] | None]]]]) -> str:
+    """Latency against offered load. series: (label, colour, [(offered req/s,
+    {"50": us, "99": us, "99.9": us} or None when saturated)]); one line per
+    target and percentile (p50 solid, p99 dashed, p99.9 dotted), a saturated
+    point a hollow mark on the top edge."""
+    width, height, left, right, top, bottom = LOAD_PLOT
+    # The x axis spans the rates a target took, with room for the first it
+    # could not: a saturated point far beyond (an absolute 10M) sits on the
+    # right edge instead of squeezing the others into a corner.
+    calm_x = [x for *_, pts in series for x, lat in pts if lat]
+    over_x = [x for *_, pts in series for x, lat in pts if not lat]
+    reach = max(calm_x, default=0.0)
+    beyond = min((x for x in over_x if x > reach), default=reach)
+    values = [v for *_, pts in series for _, lat in pts if lat for v in lat.values() if v > 0]
+    xticks, yticks, sx, sy = rate_latency_axes(min(beyond, reach * 1.5) if reach else max(over_x, default=1.0),
+                                               values, 1.3)
 
     out = [f'<svg viewBox="0 0 {width} {height}" role="img" aria-label="latency against offered load">']
     out += grid([(sx(t), tick_text(fmt_rate(t))) for t in xticks],
@@ -757,6 +773,57 @@ def load_chart(series: list[tuple[str, str, list[tuple[float, dict[str, float] |
                 out.append(f'<circle cx="{sx(x)}" cy="{top - 8}" r="4" fill="none" stroke="{colour}" '
                            f'stroke-width="1.6"><title>{esc(f"{label} at {fmt_rate(x)}/s: saturated")}</title>'
                            "</circle>")
+        out.append("</g>")
+    out.append("</svg>")
+    return "".join(out)
+
+
+STEP_MARKS = {"meets": "filled", "misses": "hollow", "limited by client": "grey"}
+
+
+def slo_chart(series: list[tuple[str, str, list[Json], float | None]], bounds: dict[str, float]) -> str:
+    """Latency against offered load for an --slo search. series: (label, colour, steps, capacity req/s or
+    None); a point per step and bounded percentile (met: filled; missed: hollow; limited by client: grey,
+    neither), a dashed line per bound, and a tick at each target's capacity on the x axis."""
+    width, height, left, right, top, bottom = LOAD_PLOT
+    xs = [_num(st.get("offered_rps")) or 0.0 for *_, steps, _ in series for st in steps]
+    values = [v for *_, steps, _ in series for st in steps for p in bounds
+              if (v := _num((st.get("latency_us") or {}).get(p))) and v > 0] + [b for b in bounds.values() if b > 0]
+    xticks, yticks, sx, sy = rate_latency_axes(max(xs, default=1.0) * 1.05, values, 1.5)
+
+    out = [f'<svg viewBox="0 0 {width} {height}" role="img" aria-label="capacity search: latency against '
+           'offered load">']
+    out += grid([(sx(t), tick_text(fmt_rate(t))) for t in xticks],
+                [(sy(t), tick_text(fmt_latency(t))) for t in yticks], left, width - right, top, bottom)
+    out.append(f'<text class="axis" x="{(left + width) / 2}" y="{height - 4}" text-anchor="middle">offered '
+               'requests/s (log latency; ● met, ○ missed, grey: limited by client; | capacity)</text>')
+    for p, bound in bounds.items():
+        y = sy(bound)
+        out.append(f'<line class="slo" x1="{left}" y1="{y}" x2="{width - right}" y2="{y}" stroke="#c0392b" '
+                   f'stroke-width="1.4" stroke-dasharray="6 4"><title>objective p{esc(p)} ≤ '
+                   f'{esc(fmt_latency(bound))}</title></line><text x="{width - right - 2}" y="{y - 4}" '
+                   f'text-anchor="end" fill="#c0392b">p{esc(p)} ≤ {esc(fmt_latency(bound))}</text>')
+    for label, colour, steps, capacity in series:
+        out.append(f"<g><title>{esc(label)}</title>")
+        for st in sorted(steps, key=lambda st: _num(st.get("offered_rps")) or 0.0):
+            x = _num(st.get("offered_rps")) or 0.0
+            verdict = str(st.get("verdict"))
+            for p in bounds:
+                v = _num((st.get("latency_us") or {}).get(p))
+                if v is None:
+                    continue
+                tip = (f"{label}, round {st.get('round')} step {st.get('step')}: {fmt_rate(x)}/s offered, "
+                       f"p{p} {fmt_latency(v)}: {verdict}"
+                       + (f" ({'; '.join(map(str, st.get('reasons') or []))})" if st.get("reasons") else ""))
+                mark = STEP_MARKS.get(verdict, "hollow")
+                fill, stroke = {"filled": (colour, colour), "hollow": ("#fff", colour),
+                                "grey": ("#c8c8c8", colour)}[mark]
+                out.append(f'<circle class="step {mark}" cx="{sx(x)}" cy="{sy(v)}" r="3.6" fill="{fill}" '
+                           f'stroke="{stroke}" stroke-width="1.5"><title>{esc(tip)}</title></circle>')
+        if capacity:
+            out.append(f'<line class="capacity" x1="{sx(capacity)}" y1="{bottom - 10}" x2="{sx(capacity)}" '
+                       f'y2="{bottom + 4}" stroke="{colour}" stroke-width="3"><title>{esc(label)}: capacity '
+                       f'{esc(fmt_rate(capacity))}/s</title></line>')
         out.append("</g>")
     out.append("</svg>")
     return "".join(out)
@@ -915,14 +982,16 @@ def section_winners(results: Json, ctx: Ctx) -> str:
                               f"<b>{esc(ctx.shown(str(w.get('target'))))}</b>", num(esc(fmt(w.get("median")))),
                               num(esc(fmt_ratio(w.get("vs_runner_up")))),
                               esc(ctx.shown(str(w["runner_up"]))) if w.get("runner_up") else MISSING,
-                              {True: "yes", False: "<b>no</b>"}.get(w.get("apart"), MISSING),
+                              significance_cell(w.get("apart"), w.get("p"), w.get("reason"),
+                                                {True: "yes", False: "<b>no</b>"}) if w.get("runner_up") else MISSING,
                               num("baseline" if is_base else esc(fmt_ratio(w.get("vs_baseline")))),
                               esc(e.get("baseline") or "-")]))
     return ('<section id="winners"><h2>Winners</h2><p>Per scenario, the target with the best median by each '
             'figure (the floor, a reference rather than a server, left out). x runner-up: the median over rounds '
             'of its run / the same round\'s run of the runner-up, the best of the other targets (another model, '
-            'peer or contender: not the winner\'s other mode or hosting); apart: their min\u2013max spreads do not '
-            'overlap (no: too close to call here); x baseline: its row\'s ratio to the scenario\'s baseline.</p>'
+            'peer or contender: not the winner\'s other mode or hosting); apart: the two targets\' rounds differ '
+            f'(no: too close to call here), by {esc(significance.LEGEND)}; x baseline: its row\'s ratio to the '
+            'scenario\'s baseline.</p>'
             + table(["scenario", "by", "winner", "median", "x runner-up", "runner-up", "apart", "x baseline",
                      "baseline"], rows)
             + "</section>")
@@ -1143,6 +1212,11 @@ def section_latency(results: Json, ctx: Ctx) -> str:
     return "".join(parts) + "</section>"
 
 
+def unmeasured(row: Json) -> bool:
+    """A --rates row whose runs were mostly saturated or limited by the client: no latency to show."""
+    return bool(row.get("saturated")) or row.get("verdict") not in (None, "measured")
+
+
 def section_fixed_load(results: Json, ctx: Ctx) -> str:
     """--rates: latency against offered load per scenario and connection count, and the table."""
     rows = [r for r in results.get("fixed_load") or [] if isinstance(r, dict)]
@@ -1152,7 +1226,9 @@ def section_fixed_load(results: Json, ctx: Ctx) -> str:
              '<code>--rates</code> (loadgen\'s open loop: latency from each request\'s intended send time, '
              'so coordinated omission is corrected; the uncorrected figure in brackets). The knee is where a '
              'line turns up; a rate the target could not take (achieved below '
-             f'{100 - int(RATE_SHORTFALL * 100)}% of offered) is marked saturated, with no latency.</p>']
+             f'{100 - int(RATE_SHORTFALL * 100)}% of offered) is marked saturated, and one the load client '
+             f'could not keep (its CPU over {CLIENT_BUSY * 100:.0f}% busy) limited by client, both with no '
+             'latency.</p>']
     groups: dict[tuple[str, int, int | None], list[Json]] = {}
     for r in rows:
         groups.setdefault((str(r.get("scenario")), int(r.get("connections") or 0), ctx.threads_of(r)), []).append(r)
@@ -1163,21 +1239,21 @@ def section_fixed_load(results: Json, ctx: Ctx) -> str:
         series = []
         for tid, trs in sorted(by_target.items(), key=lambda kv: ctx.order.get(kv[0], 0)):
             pts = [(med(r.get("offered_rps")) or 0.0,
-                    None if r.get("saturated") else {k: med(v) for k, v in (r.get("latency_us") or {}).items()
-                                                     if med(v) is not None}) for r in trs]
+                    None if unmeasured(r) else {k: med(v) for k, v in (r.get("latency_us") or {}).items()
+                                                if med(v) is not None}) for r in trs]
             series.append((ctx.shown(tid), ctx.colours.get(tid, "#888"), pts))
         table_rows = []
         for r in sorted(rs, key=lambda r: (ctx.order.get(str(r.get("target")), 0), med(r.get("offered_rps")) or 0)):
             lat, unc = r.get("latency_us") or {}, r.get("latency_uncorrected_us") or {}
 
             def cell(k: str) -> Cell:
-                if r.get("saturated"):
-                    return "<b>saturated</b>"
+                if unmeasured(r):
+                    return f"<b>{esc(r.get('verdict') or 'saturated')}</b>"
                 if k not in lat:
                     return MISSING
                 extra = f' <span class="muted">[{esc(fmt_latency(med(unc[k])))}]</span>' if k in unc else ""
                 return num(esc(fmt_latency(med(lat[k]))) + extra)
-            table_rows.append(("warn" if r.get("saturated") else "", [
+            table_rows.append(("warn" if unmeasured(r) else "", [
                 esc(ctx.shown(str(r.get("target")))), esc(r.get("rate")), num(esc(fmt_rate(med(r.get("offered_rps"))))),
                 num(fmt_spread(r.get("rps"), fmt_rate)), num(esc(fmt_ratio(med(r.get("achieved"))))),
                 cell("50"), cell("99"), cell("99.9"),
@@ -1188,6 +1264,92 @@ def section_fixed_load(results: Json, ctx: Ctx) -> str:
                      + legend((label, colour, False) for label, colour, _ in series) + "</div>"
                      + table(["target", "rate", "offered/s", "achieved/s", "x offered", "p50", "p99", "p99.9",
                               "valid/runs"], table_rows))
+    return "".join(parts) + "</section>"
+
+
+def step_text(st: Json | None, bounds: Iterable[str]) -> str:
+    """A step's figures: '45.1k/s: p99 1.20 ms, meets'."""
+    if not st:
+        return MISSING
+    lat = st.get("latency_us") or {}
+    figures = [f"p{p} {fmt_latency(lat[p])}" for p in bounds if _num(lat.get(p)) is not None]
+    reasons = st.get("reasons") or []
+    return esc(f"{fmt_rate(_num(st.get('offered_rps')))}/s: {', '.join(figures) or 'no latency'}: {st.get('verdict')}"
+               + (f" ({reasons[0]})" if reasons and st.get("verdict") != "meets" else ""))
+
+
+def section_capacity(results: Json, ctx: Ctx) -> str:
+    """--slo: per scenario and connection count, the search's steps on a chart with the objective drawn, and
+    the capacity table."""
+    block = results.get("slo") if isinstance(results.get("slo"), dict) else {}
+    rows = [r for r in block.get("capacity") or [] if isinstance(r, dict)]
+    objective = (results.get("config") or {}).get("slo") or {}
+    bounds = {str(k): v for k, v in (objective.get("latency_us") or {}).items() if _num(v) is not None}
+    if not rows:
+        return ""
+    parts = [f'<section id="capacity"><h2>Capacity at {esc(objective.get("text"))}</h2><p>For each target, the '
+             'highest rate loadgen\'s open loop offered (a fresh server per step, latency from each request\'s '
+             'intended send time) at which every bound held: starting at its closed-loop req/s, bracketing, then '
+             f'bisecting to within {PRECISION * 100:g}% (at most {MAX_STEPS} steps). Capacity differs from the '
+             'peak: at the peak, requests queue. A step whose client CPU was over '
+             f'{CLIENT_BUSY * 100:.0f}% busy is <b>limited by client</b>: neither met nor missed, and a capacity '
+             'just below one is a lower bound (\u2265). Each round repeats the search.</p>']
+    groups: dict[tuple[str, int, int | None], list[Json]] = {}
+    for r in rows:
+        groups.setdefault((str(r.get("scenario")), int(r.get("connections") or 0), ctx.threads_of(r)), []).append(r)
+    for (scenario, conns, threads), rs in groups.items():
+        rs = sorted(rs, key=lambda r: ctx.order.get(str(r.get("target")), 0))
+        series = [(ctx.shown(str(r.get("target"))), ctx.colours.get(str(r.get("target")), "#888"),
+                   [st for st in r.get("steps") or [] if isinstance(st, dict)], med(r.get("capacity_rps")))
+                  for r in rs]
+        table_rows = []
+        base = rs[0].get("baseline") if rs else None
+        for r in rs:
+            cap = r.get("capacity_rps")
+            cap_text = fmt_spread(cap, fmt_rate) if cap else \
+                "<b>unknown</b>: every step limited by client" if r.get("unknown") else "<b>none</b>"
+            if cap and r.get("lower_bound"):
+                cap_text = "≥ " + cap_text
+            searches = [s for s in r.get("searches") or [] if isinstance(s, dict)]
+            found = sorted((s for s in searches if _num(s.get("capacity_rps")) is not None),
+                           key=lambda s: s["capacity_rps"])
+            steps = [st for st in r.get("steps") or [] if isinstance(st, dict)]
+            if found:
+                s = found[(len(found) - 1) // 2]
+                mine = [st for st in steps if st.get("round") == s.get("round")]
+                at = next((st for st in mine if st.get("offered_rps") == s.get("capacity_rps")), None)
+                up = next((st for st in mine if st.get("offered_rps") == s.get("above_rps")), None)
+                at_text, up_text = step_text(at, bounds), step_text(up, bounds) if up else esc(
+                    f"none above ({s.get('ended')})")
+            else:
+                mine = [st for st in steps if st.get("round") == (searches[0].get("round") if searches else None)]
+                low = min(mine, key=lambda st: _num(st.get("offered_rps")) or 0.0, default=None)
+                at_text, up_text = "none: " + step_text(low, bounds), MISSING
+            table_rows.append(("" if cap else "warn", [
+                esc(ctx.shown(str(r.get("target")))), num(cap_text),
+                num(esc(fmt_ratio(r.get("vs_baseline")))) if r.get("target") != base else MISSING,
+                num(esc(fmt_ratio(r.get("vs_closed_loop")))), num(f"{esc(r.get('found'))}/{esc(r.get('rounds'))}"),
+                num(esc("/".join(str(s.get("steps")) for s in searches))), at_text, up_text]))
+        parts.append(f'<h3>{esc(scenario)}: {conns} connections'
+                     + (f", {threads_text(threads)}" if threads is not None else "")
+                     + f'</h3><div class="chart">{slo_chart(series, bounds)}'
+                     + legend((label, colour, False) for label, colour, *_ in series) + "</div>"
+                     + table(["target", "capacity/s", f"x {base or 'baseline'}", "x peak", "found", "steps",
+                              "at capacity (median round)", "next step up"], table_rows))
+        details = []
+        for r in rs:
+            lines = [[esc(f"round {st.get('round')} step {st.get('step')}"), step_text(st, bounds),
+                      num(esc(fmt_rate(_num(st.get("rps"))))),
+                      num(esc(f"{100 * st['client_util']:.0f}%")) if _num(st.get("client_util")) is not None
+                      else MISSING,
+                      num(esc(f"{100 * st['error_share']:.3g}%")) if _num(st.get("error_share")) is not None
+                      else MISSING]
+                     for st in sorted((st for st in r.get("steps") or [] if isinstance(st, dict)),
+                                      key=lambda st: (st.get("round") or 0, st.get("step") or 0))]
+            details.append(f'<details><summary>{esc(ctx.shown(str(r.get("target"))))}: every step</summary>'
+                           + table(["step", "offered: figures: verdict", "achieved/s", "client CPU", "errors"],
+                                   [("", cells) for cells in lines]) + "</details>")
+        parts.append("".join(details))
     return "".join(parts) + "</section>"
 
 
@@ -1310,14 +1472,30 @@ def section_comparison(results: Json, ctx: Ctx) -> str:
         rows.append((cls, [esc(name), esc(ctx.shown(str(r.get("target")))), esc(r.get("scenario")),
                            num(esc(r.get("connections"))), *thread_cell(r, ctx),
                            num(esc(fmt(r.get("old")))), num(esc(fmt(r.get("new")))),
-                           num(esc(fmt_change(change))), "<b>yes</b>" if r.get("significant") else "no"]))
+                           num(esc(fmt_change(change))),
+                           significance_cell(r.get("significant"), r.get("p"), r.get("reason"),
+                                             {True: "<b>yes</b>", False: "no"})]))
     old = f'against <code>{esc(comp.get("old", "?"))}</code>' + (
         f', started {esc(comp["old_started"])}' if comp.get("old_started") else "")
     body = table(["metric", "target", "scenario", "conns", *(["threads"] if ctx.counts else []), "old", "new",
                   "change", "significant"], rows) \
         if rows else '<p class="muted">No rows in common.</p>'
-    return (f'<section id="comparison"><h2>Comparison</h2><p>Medians {old}. Significant: the two runs\' '
-            f'min\u2013max spreads do not overlap (green better, red worse).</p>{body}</section>')
+    # Why a test was not run, where it is not the rounds (each reason once).
+    untested = sorted({str(r["reason"]) for r in comp.get("rows") or [] if r.get("significant") is None
+                       and r.get("reason") and not str(r["reason"]).startswith(significance.TOO_FEW)})
+    return (f'<section id="comparison"><h2>Comparison</h2><p>Medians {old}. Significant: the old and the new '
+            f'rounds differ (green better, red worse), by {esc(significance.LEGEND)}.'
+            f'{"".join(" " + esc(u) + "." for u in untested)}</p>{body}</section>')
+
+
+def significance_cell(significant: bool | None, p: float | None, reason: str | None, words: dict[bool, str]) -> str:
+    """A significance test's cell: words[significant] and the p-value; untested, "not enough rounds" (or
+    "not tested") with the reason as its tooltip."""
+    if significant is None:
+        return (f'<span class="muted" title="{esc(reason or "not tested")}">'
+                f'{esc(significance.verdict(None, None, reason))}</span>')
+    p_text = f' <span class="muted">p {esc(significance.fmt_p(p))}</span>' if p is not None else ""
+    return words[significant] + p_text
 
 
 def value_html(v: Any) -> str:
@@ -1391,7 +1569,8 @@ def render(results: dict) -> str:
     ctx = make_ctx(results)
     body = "".join([section_header(results, ctx), section_notices(results, ctx), section_winners(results, ctx),
                     section_charts(results, ctx), section_profiles(results, ctx),
-                    section_thread_sweep(results, ctx), section_latency(results, ctx), section_fixed_load(results, ctx), section_summary(results, ctx), section_clients(results, ctx),
+                    section_thread_sweep(results, ctx), section_latency(results, ctx), section_fixed_load(results, ctx),
+                    section_capacity(results, ctx), section_summary(results, ctx), section_clients(results, ctx),
                     section_comparison(results, ctx),
                     section_environment(results, ctx),
                     f'<section id="how"><h2>How to read this</h2><p>{esc(HOW_TO_READ)}</p></section>'])

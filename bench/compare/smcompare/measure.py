@@ -21,7 +21,7 @@ SATURATED = 0.90        # a side using this share of its CPUs limited the run
 NOISE_BUSY = 0.10       # a pinned core this busy with other work: noisy
 NOISE_STEAL = 0.05      # ... or this much stolen by the hypervisor
 CURVE_POINTS = (0.0, 10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99, 99.995, 99.999, 100.0)
-RATE_SHORTFALL = 0.02   # a fixed-load run this far below its offered rate: the server could not take it
+RATE_SHORTFALL = 0.01   # a fixed-load run this far below its offered rate did not take that load (slo.verdict)
 DB_IDLE_REQUESTS = 1000  # a db run answering this many requests with no database CPU at all is invalid
 ERROR_CLASSES = ("connect", "read", "write", "timeout", "malformed", "non_2xx", "body")
 
@@ -207,11 +207,12 @@ def _curve(spectrum: list[list[float]]) -> list[list[float]]:
 
 def run_once(target: Target, place: Placement, load: Load, client: Client, sc: Scenario, conns: int, rnd: int,
              at: float, pair: int | None = None, rate: tuple[str, float] | None = None,
-             threads: int | None = None) -> dict:
+             threads: int | None = None, errors_judged: bool = False) -> dict:
     """Start target fresh, measure one run of the client against it, stop it.
     rate: (as asked, requests/s) for a fixed-load run (fixedload.py);
     threads: the thread count recorded (place's, or None for a target that
-    takes none)."""
+    takes none); errors_judged: errors are a figure an objective judges
+    (slo.py), not a problem that makes the run invalid."""
     rec: dict = {"target": target.id, "scenario": sc.name, "connections": conns, "pipeline": sc.pipeline,
                  "threads": threads,
                  "round": rnd, "pair": pair, "port": None, "at_s": round(at, 3), "valid": False, "problems": [], "noisy": [],
@@ -223,7 +224,8 @@ def run_once(target: Target, place: Placement, load: Load, client: Client, sc: S
                             "cycles_per_req": None, "instructions_per_req": None,
                             "pids": []},
                  "client": {"name": client.name, "cpu_s": None, "cpu_basis": None, "rusage_cpu_s": None,
-                            "us_per_req": None, "util": None, "engine": None, "exit": None, "note": None},
+                            "us_per_req": None, "util": None, "cpus_busy": None, "engine": None, "exit": None,
+                            "note": None},
                  "proxy": None,
                  "db": None,
                  "syscalls": None,
@@ -231,6 +233,8 @@ def run_once(target: Target, place: Placement, load: Load, client: Client, sc: S
                  "commands": {"server": None, "client": [], "warmup": None}}
     if rate is not None:
         rec.update(rate=rate[0], offered_rps=rate[1], latency_uncorrected_us={}, saturated=None)
+    if errors_judged:
+        rec["errors_judged"] = True
     # A db scenario's server gets the database (the models --db URL).
     place = dataclasses.replace(place, database=sc.database)
     try:
@@ -464,7 +468,6 @@ def _from_result(res: dict, rec: dict, client: Client, load: Load, conns: int) -
     rec["latency_curve"] = _curve(res["latency_curve"])
     if "offered_rps" in rec:
         rec["latency_uncorrected_us"] = res.get("latency_uncorrected_us") or {}
-        rec["saturated"] = bool(rec["rps"] is not None and rec["rps"] < rec["offered_rps"] * (1 - RATE_SHORTFALL))
     cl = rec["client"]
     cl["engine"] = res.get("engine")
     # The client's CPU: its own figure for the measured window where it has
@@ -481,7 +484,7 @@ def _from_result(res: dict, rec: dict, client: Client, load: Load, conns: int) -
         cl["note"] = res["message"]
         client.note_once(res["message"])
     bad = {k: v for k, v in rec["errors"].items() if v}
-    if bad:
+    if bad and not rec.get("errors_judged"):
         msgs = res.get("error_messages") or {}
         rec["problems"].append("errors: " + ", ".join(
             f"{k} {v}" + (f" ({msgs[k]})" if msgs.get(k) else "") for k, v in bad.items()))
@@ -585,6 +588,9 @@ def _noise(w: Window, load: Load, rec: dict, local_cpus: bool = True) -> None:
             continue
         busy, steal = got
         capacity = w.seconds * len(cpus)
+        if side == "client":
+            # How busy the client's CPUs were, whoever kept them busy: a fixed-rate run's verdict (slo.py).
+            rec["client"]["cpus_busy"] = busy / capacity
         if own is not None and (busy - own) / capacity > NOISE_BUSY:
             rec["noisy"].append(f"{side} CPUs {(busy - own) / capacity * 100:.0f}% busy with other work")
         if steal / capacity > NOISE_STEAL and not (side == "database" and cpus == load.client_cpus):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import io
 
+from . import slo
+from .significance import LEGEND as TEST_LEGEND, TOO_FEW, fmt_p, verdict
 from .summary import LATENCY_KEYS, SYSCALL_KINDS, client_of
 from .util import fmt_ms, fmt_num, fmt_rate, fmt_ratio, shown_id
 
@@ -186,7 +188,7 @@ def winners(results: dict) -> str:
     out = io.StringIO()
     out.write("\nWinners: the best median per scenario (the floor left out); x: the median over rounds of the "
               "per-round ratio to the runner-up (the best other target), and the row's x base; apart: the two "
-              "min-max spreads do not overlap (no: too close to call here)\n")
+              f"targets' rounds differ (no: too close to call here): {TEST_LEGEND}\n")
     lines = [["scenario", "by", "winner", "median", "x runner-up", "runner-up", "apart", "x base", "base"]]
     for e in entries:
         where = winner_where(e, sweep)
@@ -196,7 +198,7 @@ def winners(results: dict) -> str:
             lines.append([where if i == 0 else "", f"{what} ({best})", shown_id(w["target"], targets.get(w["target"])),
                           fmt(w["median"]), fmt_ratio(w["vs_runner_up"]),
                           shown_id(w["runner_up"], targets.get(w["runner_up"])) if w["runner_up"] else "-",
-                          {True: "yes", False: "no"}.get(w.get("apart"), "-"),
+                          apart_text(w),
                           "" if w["target"] == base else fmt_ratio(w["vs_baseline"]),
                           "(is the base)" if w["target"] == base else (base or "-")])
     out.write(aligned(lines, {0, 1, 2, 5, 6, 8}))
@@ -204,8 +206,18 @@ def winners(results: dict) -> str:
     return out.getvalue()
 
 
+def apart_text(w: dict) -> str:
+    """A winner's apart: "yes p 0.0079", "no p 0.4", "not enough rounds", "-" (no runner-up)."""
+    if not w.get("runner_up"):
+        return "-"
+    if w.get("apart") is None:
+        return verdict(None, None, w.get("reason"))
+    return f"{'yes' if w['apart'] else 'no'} p {fmt_p(w.get('p'))}"
+
+
 def winner_sentence(e: dict, targets: dict[str, dict]) -> str:
-    """A winners entry in words: 'fastest epoll/composed (31.2k req/s, 1.80x threadpool/composed, ...); ...'."""
+    """A winners entry in words: 'fastest epoll/composed (31.2k req/s, 1.80x threadpool/composed,
+    significant p 0.0079, ...); ...'."""
     parts = []
     for metric, w in e["by"].items():
         what, _, fmt = WINNER_METRICS[metric]
@@ -214,8 +226,7 @@ def winner_sentence(e: dict, targets: dict[str, dict]) -> str:
         text = f"{lead} {shown_id(w['target'], targets.get(w['target']))} ({fmt(w['median'])} {what.split()[-1]}"
         if w["runner_up"]:
             text += f", {fmt_ratio(w['vs_runner_up'])} {shown_id(w['runner_up'], targets.get(w['runner_up']))}"
-            if w.get("apart") is False:
-                text += " (spreads overlap)"
+            text += f", {verdict(w.get('apart'), w.get('p'), w.get('reason'))}"
         if w["target"] != e.get("baseline") and w["vs_baseline"] is not None:
             text += f", {fmt_ratio(w['vs_baseline'])} {e['baseline']}"
         parts.append(text + ")")
@@ -291,20 +302,26 @@ def agreement(results: dict) -> str:
     return out.getvalue()
 
 
+def by_scenario(results: dict, rows: list[dict], then=lambda r: 0) -> dict[tuple[str, int], list[dict]]:
+    """Rows grouped by (scenario, connections), each group in thread count, target and then order."""
+    t_order = {t["id"]: i for i, t in enumerate(results["targets"])}
+    n_order = thread_order(results)
+    groups: dict[tuple[str, int], list[dict]] = {}
+    for r in sorted(rows, key=lambda r: (r["scenario"], r["connections"], n_order(r.get("threads")),
+                                         t_order.get(r["target"], 99), then(r))):
+        groups.setdefault((r["scenario"], r["connections"]), []).append(r)
+    return groups
+
+
 def fixed_load(results: dict) -> str:
     """--rates: per scenario and connection count, each target at each rate."""
     rows = results.get("fixed_load") or []
     if not rows:
         return ""
     targets = {t["id"]: t for t in results["targets"]}
-    t_order = {t["id"]: i for i, t in enumerate(results["targets"])}
-    n_order = thread_order(results)
     sweep = bool(swept(results))
     out = io.StringIO()
-    groups: dict[tuple, list[dict]] = {}
-    for r in sorted(rows, key=lambda r: (r["scenario"], r["connections"], n_order(r.get("threads")),
-                                         t_order.get(r["target"], 99), (r["offered_rps"] or {}).get("median") or 0)):
-        groups.setdefault((r["scenario"], r["connections"]), []).append(r)
+    groups = by_scenario(results, rows, lambda r: (r["offered_rps"] or {}).get("median") or 0)
     for (scenario, conns), rs in groups.items():
         out.write(f"\n{scenario}: {conns} connections at fixed rates (loadgen open loop; latency from the intended "
                   "send time, uncorrected in brackets)\n")
@@ -314,8 +331,8 @@ def fixed_load(results: dict) -> str:
             lat, unc = r["latency_us"], r["latency_uncorrected_us"]
 
             def cell(k: str) -> str:
-                if r["saturated"]:
-                    return "saturated"
+                if r.get("verdict", slo.MEASURED) != slo.MEASURED or r["saturated"]:
+                    return r.get("verdict") or "saturated"
                 if k not in lat:
                     return "-"
                 return fmt_ms(lat[k]["median"]) + (f" [{fmt_ms(unc[k]['median'])}]" if k in unc else "")
@@ -324,9 +341,71 @@ def fixed_load(results: dict) -> str:
                           fmt_rate(_med(r["offered_rps"])), _with_spread(r["rps"], fmt_rate),
                           fmt_ratio(_med(r["achieved"])), cell("50"), cell("99"), cell("99.9"),
                           f"{r['valid_runs']}/{r['runs']}" + (f", {r['saturated_runs']} saturated"
-                                                              if r["saturated_runs"] else "")])
+                                                              if r["saturated_runs"] else "")
+                          + (f", {r['client_limited_runs']} limited by client" if r.get("client_limited_runs")
+                             else "")])
         out.write(aligned(lines, {0, len(lines[0]) - 1}))
     return out.getvalue()
+
+
+def capacity(results: dict) -> str:
+    """--slo: per scenario and connection count, each target's capacity at the objective over rounds."""
+    block = results.get("slo") or {}
+    rows = block.get("capacity") or []
+    if not rows:
+        return ""
+    targets = {t["id"]: t for t in results["targets"]}
+    sweep = bool(swept(results))
+    objective = (results["config"].get("slo") or {}).get("text", "?")
+    out = io.StringIO()
+    for (scenario, conns), rs in by_scenario(results, rows).items():
+        base = rs[0].get("baseline")
+        out.write(f"\n{scenario}: {conns} connections, capacity at {objective} (the highest rate loadgen's open "
+                  f"loop offered that met it, per round; medians [min-max]; x {base or 'base'}: ratio to its "
+                  "capacity; x peak: to the target's closed-loop req/s)\n")
+        lines = [["target", *(["threads"] if sweep else []), "capacity/s", base_header(base), "x peak",
+                  "found", "steps", "at capacity", "next step up"]]
+        for r in rs:
+            at, nxt = _capacity_steps(r)
+            cap = _with_spread(r["capacity_rps"], fmt_rate) if r["capacity_rps"] else \
+                "unknown (client)" if r.get("unknown") else "none"
+            if r["capacity_rps"] and r.get("lower_bound"):
+                cap = ">= " + cap + " (client)"
+            lines.append([shown_id(r["target"], targets.get(r["target"])),
+                          *([fmt_threads(r.get("threads"))] if sweep else []), cap,
+                          "" if r["target"] == base else fmt_ratio(r.get("vs_baseline")),
+                          fmt_ratio(r.get("vs_closed_loop")), f"{r['found']}/{r['rounds']}",
+                          "/".join(str(s["steps"]) for s in r["searches"]), at, nxt])
+        out.write(aligned(lines, {0, len(lines[0]) - 2, len(lines[0]) - 1}))
+    return out.getvalue()
+
+
+def _step_figures(st: dict | None) -> str:
+    """A step in a few words: '45.1k/s p99 1.20ms' and its verdict when it is not a plain meet."""
+    if st is None:
+        return "-"
+    lat = st.get("latency_us") or {}
+    text = " ".join([fmt_rate(st["offered_rps"]) + "/s", *(f"p{p} {fmt_ms(lat[p])}" for p in st["percentiles"]
+                                                            if lat.get(p) is not None)])
+    if st["verdict"] != slo.MEETS:
+        text += f" {st['verdict']}" + (f" ({st['reasons'][0]})" if st.get("reasons") else "")
+    return text
+
+
+def _capacity_steps(row: dict) -> tuple[str, str]:
+    """The median round's step at capacity and the step just above it; a round that found none: its lowest
+    step. As text for the table."""
+    found = sorted((s for s in row["searches"] if s["capacity_rps"] is not None), key=lambda s: s["capacity_rps"])
+    steps = row.get("steps") or []
+    if not found:
+        s = row["searches"][0]
+        mine = [st for st in steps if st["round"] == s["round"]]
+        return "none: " + _step_figures(min(mine, key=lambda st: st["offered_rps"], default=None)), "-"
+    s = found[(len(found) - 1) // 2]
+    mine = [st for st in steps if st["round"] == s["round"]]
+    at = next((st for st in mine if st["offered_rps"] == s["capacity_rps"]), None)
+    up = next((st for st in mine if st["offered_rps"] == s["above_rps"]), None) if s["above_rps"] else None
+    return _step_figures(at), _step_figures(up) if up else f"none above ({s['ended']})"
 
 
 def unserved_notes(results: dict) -> list[str]:
@@ -356,7 +435,7 @@ def problems(results: dict) -> str:
         if t["status"] == "measured" and t.get("note"):
             out.write(f"  NOTE     {shown_id(t['id'], t)}: {t['note']}\n")
     targets = {t["id"]: t for t in results["targets"]}
-    for r in [*results["runs"], *results.get("fixed_runs", [])]:
+    for r in [*results["runs"], *results.get("fixed_runs", []), *results.get("slo_runs", [])]:
         shown = f" {client_of(r)}" if len(clients_of(results)) > 1 else ""
         if swept(results) and r.get("threads") is not None:
             shown += f" t{r['threads']}"
@@ -380,16 +459,20 @@ def comparison(results: dict) -> str:
     targets = {t["id"]: t for t in results["targets"]}
     out = io.StringIO()
     out.write(f"\nCompared with {cmp['old']} ({cmp.get('old_started') or 'unknown date'}); "
-              "'*' marks a change beyond both runs' min-max spread:\n")
+              f"'*' marks a significant change: {TEST_LEGEND}:\n")
     for c in cmp["rows"]:
         if c["change"] is None:
             continue
         fmt = fmt_rate if c["metric"] == "rps" else fmt_num
         conns = f"{c['connections']}" + (f" t{c['threads']}" if swept(results) and c.get("threads") is not None else "")
         out.write(f"  {'*' if c['significant'] else ' '} {shown_id(c['target'], targets.get(c['target'])):<22} {c['scenario']:<14} c{conns:<6}"
-                  f" {c['metric']:<22} {fmt(c['old']):>8} -> {fmt(c['new']):>8}  {c['change'] * 100:+6.1f}%\n")
+                  f" {c['metric']:<22} {fmt(c['old']):>8} -> {fmt(c['new']):>8}  {c['change'] * 100:+6.1f}%"
+                  f"  {verdict(c.get('significant'), c.get('p'), c.get('reason'))}\n")
     if not any(c["change"] is not None for c in cmp["rows"]):
         out.write("  no row in common\n")
+    # Why a test was not run, where it is not the rounds (each reason once).
+    untested = {c.get("reason") for c in cmp["rows"] if c.get("significant") is None and c.get("reason")}
+    out.write("".join(f"  {r}\n" for r in sorted(untested) if not r.startswith(TOO_FEW)))
     return out.getvalue()
 
 
@@ -416,6 +499,13 @@ def csv_text(results: dict) -> str:
              "vs_bare_rps", "vs_bare_server_cpu_us_per_req", "vs_bare_latency_p99_us", "vs_bare_db_cpu_us_per_req",
              "floor", "vs_floor_rps", "vs_floor_server_cpu_us_per_req",
              "errors", "limited_by", "baseline"]
+    # --slo: the capacity on the rows of the client the searches started from (the first).
+    capacity = {(c["target"], c["scenario"], c["connections"], c.get("threads")): c
+                for c in (results.get("slo") or {}).get("capacity") or []}
+    if capacity:
+        cols += ["slo_capacity_rps_median", "slo_capacity_rps_min", "slo_capacity_rps_max", "slo_capacity_lower_bound",
+                 "slo_capacity_vs_closed_loop", "vs_baseline_slo_capacity_rps", "slo"]
+    first = clients_of(results)[0]
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
     w.writeheader()
@@ -448,5 +538,14 @@ def csv_text(results: dict) -> str:
                     vs_floor_server_cpu_us_per_req=own.get("server_cpu_us_per_req") or "")
         for k, v in (r.get("vs_bare") or {}).items():
             line[f"vs_bare_{k}"] = "" if v is None else v
+        cap = capacity.get((r["target"], r["scenario"], r["connections"], r.get("threads"))) \
+            if client_of(r) == first else None
+        if cap is not None:
+            sp = cap["capacity_rps"] or {}
+            line.update(slo_capacity_rps_median=sp.get("median", "none"), slo_capacity_rps_min=sp.get("min", ""),
+                        slo_capacity_rps_max=sp.get("max", ""), slo_capacity_lower_bound=cap["lower_bound"],
+                        slo_capacity_vs_closed_loop=cap["vs_closed_loop"] or "",
+                        vs_baseline_slo_capacity_rps=cap["vs_baseline"] or "",
+                        slo=results["config"]["slo"]["text"])
         w.writerow({k: _cell(v) for k, v in line.items()})
     return buf.getvalue()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 
+from . import significance
 from .models import BY_NAME, FLOORS
 from .syscalls import SHOWN as SYSCALL_KINDS
 from .util import spread
@@ -45,7 +46,7 @@ def upgrade(results: dict) -> dict:
     for t in results.get("targets") or []:
         t.setdefault("takes_threads", t.get("kind") != "contender")
         takes[t.get("id")] = t["takes_threads"]
-    for part in ("runs", "fixed_runs", "summary", "fixed_load"):
+    for part in ("runs", "fixed_runs", "slo_runs", "summary", "fixed_load"):
         for r in results.get(part) or []:
             r.setdefault("threads", n if takes.get(r.get("target"), True) else None)
     return results
@@ -281,10 +282,30 @@ def _row_metric(row: dict, name: str) -> dict | None:
     return row.get(name)
 
 
-def compare(old: dict, new_rows: list[dict], old_path: str) -> dict:
-    """Per row and metric: old and new medians, the change, and whether the
-    runs' min-max spreads are apart (significant)."""
-    old_rows = {row_key(r): r for r in upgrade(old).get("summary", [])}
+def _rounds(runs: list[dict]) -> dict[tuple, list[dict]]:
+    """The valid runs by row (row_key): each row's rounds."""
+    out: dict[tuple, list[dict]] = {}
+    for r in runs:
+        if r.get("valid"):
+            out.setdefault(row_key(r), []).append(r)
+    return out
+
+
+def _tested(result: dict) -> dict:
+    """A significance.mann_whitney result as a comparison row or a winner keeps it."""
+    return {"p": result["p"], "rounds": result["n"], "reason": result["reason"]}
+
+
+def compare(old: dict, new_rows: list[dict], old_path: str, new_runs: list[dict] | None = None) -> dict:
+    """Per row and metric: old and new medians, the change, and whether the old and the new runs' per-round
+    values differ (significant: significance.mann_whitney at 95%; None when it was not run, the reason
+    said). new_runs: the new results' runs (without them, nothing is tested)."""
+    old = upgrade(old)
+    old_rows = {row_key(r): r for r in old.get("summary", [])}
+    old_rounds, new_rounds = _rounds(old.get("runs") or []), _rounds(new_runs or [])
+    # A results.json without its runs has the medians and spreads only: nothing to test.
+    missing = (f"the old results ({old_path})" if not old.get("runs")
+               else "the new results" if new_runs is None else None)
     out = []
     for row in new_rows:
         o = old_rows.get(row_key(row))
@@ -296,9 +317,14 @@ def compare(old: dict, new_rows: list[dict], old_path: str) -> dict:
             if om is None and nm is None:
                 continue    # a metric neither run has (db CPU outside the db scenarios)
             change = (nm / om - 1) if om and nm is not None else None
-            significant = bool(a and b and (b["min"] > a["max"] or b["max"] < a["min"]))
+            if missing:
+                test = significance.untested(f"not tested: {missing} have no per-round values (runs)")
+            else:
+                test = significance.mann_whitney([_metric(r, name) for r in old_rounds.get(row_key(o), [])],
+                                                 [_metric(r, name) for r in new_rounds.get(row_key(row), [])])
             out.append({"target": row["target"], "scenario": row["scenario"], "connections": row["connections"],
-                        "client": client_of(row), "threads": row.get("threads"), "metric": name, "old": om, "new": nm, "change": change, "significant": significant})
+                        "client": client_of(row), "threads": row.get("threads"), "metric": name, "old": om, "new": nm,
+                        "change": change, "significant": test["significant"], **_tested(test)})
     return {"old": old_path, "old_started": old.get("started"), "rows": out}
 
 
@@ -307,9 +333,9 @@ def winners(results: dict) -> list[dict]:
     best median by req/s (highest), server CPU per request and, in the db scenarios, database CPU per
     request (lowest); its ratio to the runner-up (the best of the other targets by name: another model,
     peer or contender, not the winner's other mode or hosting) as the median over rounds of the per-round
-    ratio, whether their min-max spreads are apart (if not, the two cannot be told apart here), and its
-    ratio to the scenario's baseline (its vs_baseline). The floor is a reference, not a server: it is
-    left out."""
+    ratio, whether their per-round values differ (apart: significance.mann_whitney at 95%; False: the two
+    cannot be told apart here; None: not tested, the reason said), and its ratio to the scenario's
+    baseline (its vs_baseline). The floor is a reference, not a server: it is left out."""
     clients = (results.get("config") or {}).get("clients") or ["loadgen"]
     counts = (results.get("config") or {}).get("server_thread_counts") or []
     targets = {t["id"]: t for t in results.get("targets") or []}
@@ -343,7 +369,7 @@ def winners(results: dict) -> list[dict]:
             name = (targets.get(win["target"]) or {}).get("name", win["target"])
             runner = next((r for r in ranked[1:] if (targets.get(r["target"]) or {}).get("name", r["target"]) != name),
                           None)
-            vs_runner = None
+            vs_runner, test = None, significance.untested(None)
             if runner is not None:
                 mine = runs.get((win["target"], scenario, conns, win.get("threads"))) or {}
                 theirs = runs.get((runner["target"], scenario, conns, runner.get("threads"))) or {}
@@ -351,14 +377,14 @@ def winners(results: dict) -> list[dict]:
                           if k in theirs and _metric(mine[k], metric) is not None and _metric(theirs[k], metric)]
                 vs_runner = statistics.median(ratios) if ratios else (
                     win[metric]["median"] / runner[metric]["median"] if runner[metric]["median"] else None)
-            # Apart: the two rows' min-max spreads do not overlap (as --compare's "significant").
-            apart = None if runner is None else bool(win[metric]["min"] > runner[metric]["max"]
-                                                      or win[metric]["max"] < runner[metric]["min"])
+                # Apart: the two rows' rounds differ (the test --compare's "significant" is).
+                test = significance.mann_whitney([_metric(r, metric) for r in mine.values()],
+                                                 [_metric(r, metric) for r in theirs.values()])
             entry["by"][metric] = {
                 "target": win["target"], "median": win[metric]["median"],
                 "runner_up": runner["target"] if runner else None,
                 "runner_up_median": runner[metric]["median"] if runner else None,
-                "vs_runner_up": vs_runner, "apart": apart,
+                "vs_runner_up": vs_runner, "apart": test["significant"], **_tested(test),
                 "vs_baseline": (win.get("vs_baseline") or {}).get(metric)}
         if entry["by"]:
             out.append(entry)
