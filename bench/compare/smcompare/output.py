@@ -187,8 +187,8 @@ def winners(results: dict) -> str:
     sweep = bool(swept(results))
     out = io.StringIO()
     out.write("\nWinners: the best median per scenario (the floor left out); x: the median over rounds of the "
-              "per-round ratio to the runner-up (the best other target), and the row's x base; apart: the two "
-              f"targets' rounds differ (no: too close to call here): {TEST_LEGEND}\n")
+              "per-round ratio to the runner-up (the best other target), and the row's x base; apart: whether the "
+              f"two targets' rounds differ (no: too close to call here), by {TEST_LEGEND}\n")
     lines = [["scenario", "by", "winner", "median", "x runner-up", "runner-up", "apart", "x base", "base"]]
     for e in entries:
         where = winner_where(e, sweep)
