@@ -16,7 +16,11 @@ request after the first 200 with 500; --behave die-after exits after 300
 requests; --behave stall answers right but stops for STALL_MS every
 STALL_EVERY requests (a pause for garbage collection, say): the more
 requests a second, the more often it stalls, so a latency objective holds
-only up to a rate far below what it answers without stalls. The workloads: every behaviour but workloads-garbage answers
+only up to a rate far below what it answers without stalls; --behave
+idle-500 answers 500 to a request that comes more than IDLE_500_MS after its
+connection's previous answer (or its accept): never under a closed loop,
+where each connection sends again at once, but at a low fixed rate spread
+over many connections. The workloads: every behaviour but workloads-garbage answers
 /fortunes, /db and /queries with 404 (it does not serve them);
 --behave workloads-garbage answers /fortunes with TechEmpower's page (from
 bench/compare's smcompare.workloads) and /db and /queries with JSON that is
@@ -51,6 +55,7 @@ PLAINTEXT = b"Hello, World!"
 JSON = b'{"message":"Hello, World!"}'
 MAX_HEAD = 16384
 STALL_EVERY, STALL_MS = 200, 20    # --behave stall
+IDLE_500_MS = 100                   # --behave idle-500
 
 
 def http_date() -> bytes:
@@ -93,7 +98,7 @@ def answer(behave: str, method: bytes, target: bytes, close: bool) -> bytes:
         os._exit(3)
     if behave == "404":
         return response(b"404 Not Found", b"text/plain", b"not here", close)
-    good = behave in ("ok", "flaky", "die-after", "stall")
+    good = behave in ("ok", "flaky", "die-after", "stall", "idle-500")
     if behave == "workloads-garbage" and method in (b"GET", b"HEAD"):
         if path == b"/fortunes":
             return response(b"200 OK", b"text/html; charset=utf-8", fortunes_page(), close)
@@ -111,13 +116,14 @@ def answer(behave: str, method: bytes, target: bytes, close: bool) -> bytes:
 
 
 class Conn:
-    __slots__ = ("sock", "inbuf", "outbuf", "closing")
+    __slots__ = ("sock", "inbuf", "outbuf", "closing", "last")
 
     def __init__(self, sock):
         self.sock = sock
         self.inbuf = bytearray()
         self.outbuf = bytearray()
         self.closing = False
+        self.last = time.monotonic()    # its accept, then its last answer (--behave idle-500)
 
 
 def parse_requests(conn: Conn, behave: str) -> None:
@@ -160,7 +166,11 @@ def parse_requests(conn: Conn, behave: str) -> None:
         if len(conn.inbuf) < total:
             return
         del conn.inbuf[:total]
-        conn.outbuf += answer(behave, method, target, close)
+        if behave == "idle-500" and time.monotonic() - conn.last > IDLE_500_MS / 1000:
+            conn.outbuf += response(b"500 Internal Server Error", b"text/plain", b"idle too long", close)
+        else:
+            conn.outbuf += answer(behave, method, target, close)
+        conn.last = time.monotonic()
         if close:
             conn.closing = True
 
@@ -259,6 +269,7 @@ def main() -> int:
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--behave", choices=("ok", "404", "wrong-body", "plaintext-only", "flaky", "die-after", "stall",
+                                         "idle-500",
                                          "workloads-garbage"), default="ok")
     ap.add_argument("--db")
     ap.add_argument("--marker")

@@ -29,7 +29,7 @@ from .measure import RATE_SHORTFALL, Scenario
 from .measure import SATURATED as SERVER_FULL
 from .summary import client_of
 from .targets import at_count
-from .util import spread
+from .util import fmt_latency, spread
 
 if TYPE_CHECKING:
     from .slo import Objective
@@ -159,16 +159,8 @@ def verdict(rec: dict, objective: Objective | None) -> tuple[str, list[str]]:
         if got is None:
             reasons.append(f"no p{p}")
         elif got > bound:
-            reasons.append(f"p{p} {fmt_us(got)} > {fmt_us(bound)}")
+            reasons.append(f"p{p} {fmt_latency(got)} > {fmt_latency(bound)}")
     return (MISSES if reasons else MEETS), reasons
-
-
-def fmt_us(us: float) -> str:
-    if us >= 1e6:
-        return f"{us / 1e6:.3g} s"
-    if us >= 1e3:
-        return f"{us / 1e3:.3g} ms"
-    return f"{us:.3g} us"
 
 
 def judge(rec: dict) -> dict:

@@ -50,7 +50,7 @@ from typing import Any, Callable, Iterable
 
 from . import output, significance, summary, util
 from .measure import RATE_SHORTFALL
-from .slo import CLIENT_BUSY, MAX_STEPS, PRECISION
+from .slo import CLIENT_BUSY, MAX_STEPS, PRECISION, capacity_steps
 
 Json = dict[str, Any]
 Cell = str | tuple[str, str]
@@ -119,15 +119,8 @@ def fmt_sig(x: Any) -> str:
 
 
 def fmt_latency(us: Any) -> str:
-    """Microseconds with a unit that keeps 2-3 significant digits."""
-    v = _num(us)
-    if v is None:
-        return "-"
-    if abs(v) >= 1e6:
-        return f"{fmt_sig(v / 1e6)} s"
-    if abs(v) >= 1e3:
-        return f"{fmt_sig(v / 1e3)} ms"
-    return f"{fmt_sig(v)} \u00b5s"
+    """Microseconds with a unit that keeps 2-3 significant digits (util.fmt_latency, in \u00b5s)."""
+    return util.fmt_latency(_num(us), "\u00b5s")
 
 
 def tick_text(text: str) -> str:
@@ -1311,20 +1304,12 @@ def section_capacity(results: Json, ctx: Ctx) -> str:
             if cap and r.get("lower_bound"):
                 cap_text = "≥ " + cap_text
             searches = [s for s in r.get("searches") or [] if isinstance(s, dict)]
-            found = sorted((s for s in searches if _num(s.get("capacity_rps")) is not None),
-                           key=lambda s: s["capacity_rps"])
-            steps = [st for st in r.get("steps") or [] if isinstance(st, dict)]
-            if found:
-                s = found[(len(found) - 1) // 2]
-                mine = [st for st in steps if st.get("round") == s.get("round")]
-                at = next((st for st in mine if st.get("offered_rps") == s.get("capacity_rps")), None)
-                up = next((st for st in mine if st.get("offered_rps") == s.get("above_rps")), None)
+            search, at, up, lowest = capacity_steps(r)
+            if search is not None:
                 at_text, up_text = step_text(at, bounds), step_text(up, bounds) if up else esc(
-                    f"none above ({s.get('ended')})")
+                    f"none above ({search.get('ended')})")
             else:
-                mine = [st for st in steps if st.get("round") == (searches[0].get("round") if searches else None)]
-                low = min(mine, key=lambda st: _num(st.get("offered_rps")) or 0.0, default=None)
-                at_text, up_text = "none: " + step_text(low, bounds), MISSING
+                at_text, up_text = "none: " + step_text(lowest, bounds), MISSING
             table_rows.append(("" if cap else "warn", [
                 esc(ctx.shown(str(r.get("target")))), num(cap_text),
                 num(esc(fmt_ratio(r.get("vs_baseline")))) if r.get("target") != base else MISSING,

@@ -393,19 +393,11 @@ def _step_figures(st: dict | None) -> str:
 
 
 def _capacity_steps(row: dict) -> tuple[str, str]:
-    """The median round's step at capacity and the step just above it; a round that found none: its lowest
-    step. As text for the table."""
-    found = sorted((s for s in row["searches"] if s["capacity_rps"] is not None), key=lambda s: s["capacity_rps"])
-    steps = row.get("steps") or []
-    if not found:
-        s = row["searches"][0]
-        mine = [st for st in steps if st["round"] == s["round"]]
-        return "none: " + _step_figures(min(mine, key=lambda st: st["offered_rps"], default=None)), "-"
-    s = found[(len(found) - 1) // 2]
-    mine = [st for st in steps if st["round"] == s["round"]]
-    at = next((st for st in mine if st["offered_rps"] == s["capacity_rps"]), None)
-    up = next((st for st in mine if st["offered_rps"] == s["above_rps"]), None) if s["above_rps"] else None
-    return _step_figures(at), _step_figures(up) if up else f"none above ({s['ended']})"
+    """The table's 'at capacity' and 'next step up' cells (slo.capacity_steps)."""
+    search, at, up, lowest = slo.capacity_steps(row)
+    if search is None:
+        return "none: " + _step_figures(lowest), "-"
+    return _step_figures(at), _step_figures(up) if up else f"none above ({search['ended']})"
 
 
 def unserved_notes(results: dict) -> list[str]:

@@ -38,12 +38,12 @@ import re
 from dataclasses import dataclass
 
 from . import fixedload
-from .fixedload import CLIENT, CLIENT_BUSY, INVALID, MEASURED, MEETS, MISSES, SATURATED, error_share, fmt_us, verdict
+from .fixedload import CLIENT, CLIENT_BUSY, INVALID, MEASURED, MEETS, MISSES, SATURATED, error_share, verdict
 from .measure import Scenario
-from .util import spread
+from .util import fmt_latency, spread
 
 __all__ = ["CLIENT", "CLIENT_BUSY", "INVALID", "MEASURED", "MEETS", "MISSES", "SATURATED", "error_share", "verdict",
-           "Objective", "parse", "Search", "plan", "step_line", "summarize", "step_record"]
+           "Objective", "parse", "Search", "plan", "step_line", "summarize", "step_record", "capacity_steps"]
 
 PRECISION = 0.02        # the search stops when the bracket is this narrow (relative to its lower end)
 MAX_STEPS = 8           # steps per search
@@ -188,7 +188,7 @@ def step_line(rec: dict) -> str:
     s = rec["slo"]
     lat = rec.get("latency_us") or {}
     figures = [f"achieved {rec['rps'] / rec['offered_rps'] * 100:.1f}%" if rec.get("rps") else "achieved -"]
-    figures += [f"p{p} {fmt_us(lat[p])}" for p in s["percentiles"] if lat.get(p) is not None]
+    figures += [f"p{p} {fmt_latency(lat[p])}" for p in s["percentiles"] if lat.get(p) is not None]
     share = error_share(rec)
     figures.append(f"errors {share * 100:.3g}%" if share else "errors 0")
     util = (rec.get("client") or {}).get("util")
@@ -231,6 +231,23 @@ def summarize(searches: list[dict], steps: list[dict], baselines: dict[str, str 
         bounded = r["lower_bound"] or (base or {}).get("lower_bound")
         r["vs_baseline"] = mine / theirs if mine is not None and theirs and not bounded else None
     return rows
+
+
+def capacity_steps(row: dict) -> tuple[dict | None, dict | None, dict | None, dict | None]:
+    """What the tables show of a capacity row: (the median round's search, its step at capacity, the step
+    just above it, and, when no round found a capacity, the lowest step of the first round); None where
+    there is none."""
+    searches = row.get("searches") or []
+    steps = [st for st in row.get("steps") or [] if isinstance(st, dict)]
+    found = sorted((s for s in searches if s.get("capacity_rps") is not None), key=lambda s: s["capacity_rps"])
+    if not found:
+        mine = [st for st in steps if searches and st.get("round") == searches[0].get("round")]
+        return None, None, None, min(mine, key=lambda st: st.get("offered_rps") or 0.0, default=None)
+    s = found[(len(found) - 1) // 2]
+    mine = [st for st in steps if st.get("round") == s.get("round")]
+    at = next((st for st in mine if st.get("offered_rps") == s["capacity_rps"]), None)
+    up = next((st for st in mine if st.get("offered_rps") == s.get("above_rps")), None) if s.get("above_rps") else None
+    return s, at, up, None
 
 
 def step_record(rec: dict) -> dict:

@@ -72,6 +72,17 @@ def fmt_ms(us: float | None) -> str:
     return f"{us / 1000:.2f}ms" if us < 100_000 else f"{us / 1e6:.2f}s"
 
 
+def fmt_latency(us: float | None, micro: str = "us") -> str:
+    """Microseconds with the unit that keeps 2-3 significant digits: '623 us', '1.17 ms', '2 s'."""
+    if us is None:
+        return "-"
+    if abs(us) >= 1e6:
+        return f"{fmt_num(us / 1e6)} s"
+    if abs(us) >= 1e3:
+        return f"{fmt_num(us / 1e3)} ms"
+    return f"{fmt_num(us)} {micro}"
+
+
 def fmt_duration(s: float) -> str:
     s = max(0, int(round(s)))
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
