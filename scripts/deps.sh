@@ -10,9 +10,11 @@
 #                                               linux-perf (bench/compare counts syscalls with it),
 #                                               valgrind (sm_bench_session --instructions counts under callgrind;
 #                                               ctest micro:instructions), python3-scipy (bench/compare's
-#                                               significance tests: --compare, the winners)
+#                                               significance tests: --compare, the winners), python3-kubernetes
+#                                               (tests/k8s reads deploy/k8s/'s manifests with its models)
 #                                   containers  Podman, podman-compose, buildah, runc, debootstrap,
-#                                               python3 (docker/build.sh reads servers/models.json)
+#                                               python3 (docker/build.sh reads servers/models.json),
+#                                               catatonit (a pod's infra container: podman kube play)
 #                                   windows     mingw-w64 (posix threads) to cross-build server-iocp.exe,
 #                                               Wine (64-bit) to run it and the Windows unit suites
 #                                   bench       the peers and what bench/compare runs with (PostgreSQL 15
@@ -24,12 +26,12 @@ set -euo pipefail
 
 declare -A groups=(
   [build]="g++ cmake ninja-build pkg-config make node-llhttp libuv1-dev liburing-dev libsimdjson-dev
-           nlohmann-json3-dev libcli11-dev libfmt-dev libpq-dev"
-  [test]="clang-14 libclang-rt-14-dev catch2 procps iproute2 python3 python3-jsonschema python3-scipy wrk nghttp2-client
-          postgresql-15 postgresql-client-15 linux-perf valgrind"
+           nlohmann-json3-dev libcli11-dev libfmt-dev libpq-dev zlib1g-dev"
+  [test]="clang-14 libclang-rt-14-dev catch2 procps iproute2 python3 python3-jsonschema python3-scipy python3-kubernetes wrk nghttp2-client
+          postgresql-15 postgresql-client-15 linux-perf valgrind libhdrhistogram-java default-jre-headless"
   [containers]="podman podman-compose buildah runc conmon containernetworking-plugins
                 golang-github-containernetworking-plugin-dnsname fuse-overlayfs slirp4netns uidmap
-                iptables debootstrap python3"
+                iptables debootstrap python3 catatonit"
   [windows]="g++-mingw-w64-x86-64-posix wine wine64"
   [bench]="wrk nghttp2-client nginx-light h2o util-linux procps python3 python3-scipy postgresql-15 postgresql-client-15
            linux-perf"

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <ctime>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -97,6 +98,46 @@ std::chrono::nanoseconds parse_duration(std::string_view text) {
     return std::chrono::nanoseconds(std::llround(value * scale));
 }
 
+std::int64_t parse_start_at(std::string_view text, std::int64_t now_ns) {
+    const auto bad = [&] {
+        return std::invalid_argument(fmt::format(
+            "--start-at '{}' is not a time: give seconds since the epoch, e.g. 1764907200.25 "
+            "(date +%s.%N)",
+            text));
+    };
+    const auto dot = text.find('.');
+    const std::string_view whole = text.substr(0, dot);
+    const std::string_view fraction =
+        dot == std::string_view::npos ? std::string_view{} : text.substr(dot + 1);
+    const auto digits = [](std::string_view d) {
+        return std::all_of(d.begin(), d.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+    };
+    if (whole.empty() || !digits(whole) || !digits(fraction)) throw bad();
+    // Beyond 9e9 s (year 2255) the nanoseconds overflow: far ahead anyway.
+    const auto first = whole.find_first_not_of('0');
+    const std::string_view significant =
+        first == std::string_view::npos ? std::string_view{} : whole.substr(first);
+    std::int64_t seconds = 9'000'000'000;
+    if (significant.size() <= 10)
+        std::from_chars(significant.data(), significant.data() + significant.size(), seconds);
+    seconds = std::min<std::int64_t>(seconds, 9'000'000'000);
+    std::int64_t ns = 0;
+    for (std::size_t i = 0; i < 9; ++i)
+        ns = ns * 10 + (i < fraction.size() ? fraction[i] - '0' : 0);
+    const std::int64_t at = seconds * 1'000'000'000 + ns;
+    if (at < kYear2000Ns)
+        throw std::invalid_argument(
+            fmt::format("--start-at {} is before 2000: give seconds since the epoch (e.g. "
+                        "$(($(date +%s) + 10)))",
+                        text));
+    if (at > now_ns + std::chrono::nanoseconds(kStartAtHorizon).count())
+        throw std::invalid_argument(fmt::format(
+            "--start-at {} is more than {} hour ahead: give seconds since the epoch (not "
+            "milliseconds)",
+            text, kStartAtHorizon.count()));
+    return at;
+}
+
 std::string header_problem(std::string_view h) {
     const auto colon = h.find(':');
     if (colon == std::string_view::npos || colon == 0 ||
@@ -184,6 +225,7 @@ ParsedConfig parse_config(int argc, const char* const* argv) {
 
     std::vector<std::string> urls;
     std::string duration = "10s", warmup = "0s", timeout = "2s", cpus, engine = "auto";
+    std::string hlog_interval = "1s", start_at;
     app.add_option("url", urls,
                    "Target: http://HOST[:PORT][/PATH]. Several make a mix, on one host and port: "
                    "request i of connection j goes to URL (i + j) mod URLs");
@@ -230,7 +272,43 @@ ParsedConfig parse_config(int argc, const char* const* argv) {
     app.add_option("--expect-json", c.expect_json,
                    "Count a response whose body is not this JSON document (compared after "
                    "parsing, whitespace ignored) as a body error");
-    app.add_option("--json", c.json_path, "Write the results as JSON to FILE ('-': stdout)");
+    app.add_option("--json", c.json_path,
+                   "Write the results as JSON to FILE ('-': stdout; then the summary goes to "
+                   "stderr)");
+    CLI::Option* hlog_option =
+        app.add_option("--hlog", c.hlog_path,
+                       "Write the latency as HdrHistogram's interval log to FILE (Java "
+                       "HistogramLogWriter's "
+                       "format 1.3: a compressed histogram per --hlog-interval of the measured "
+                       "window, read by "
+                       "HdrHistogram's HistogramLogProcessor; values in ns). Closed loop: one "
+                       "series, untagged; "
+                       "with --rate two, Tag=corrected and Tag=uncorrected. '-': stdout (after the "
+                       "JSON when "
+                       "--json - too: one stream, the JSON, then the log). E.g. --hlog run.hlog")
+            ->type_name("FILE");
+    app.add_option("--hlog-interval", hlog_interval,
+                   "The interval of --hlog's histograms (500ms, 1s, 5s; at least 10ms)")
+        ->type_name("T")
+        ->capture_default_str()
+        ->needs(hlog_option);
+    app.add_option("--hgrm", c.hgrm_path,
+                   "Write the latency as HdrHistogram's percentile distribution to FILE (what "
+                   "Java's outputPercentileDistribution(out, 5, ...) prints and wrk2 --latency "
+                   "shows: Value (ms), Percentile, TotalCount, 1/(1-Percentile), then mean, max "
+                   "and count); with --rate the corrected latency. '-': stdout (after the JSON "
+                   "when --json - too). E.g. --hgrm run.hgrm")
+        ->type_name("FILE");
+    CLI::Option* start_at_option =
+        app.add_option(
+               "--start-at", start_at,
+               "Begin the load (the warm-up, then the measured window) at TIME on the wall clock "
+               "(CLOCK_REALTIME), in seconds since the epoch: load hosts given the same TIME "
+               "(clocks "
+               "synchronized by NTP or PTP) measure the same window. A TIME already past starts at "
+               "once, the lateness reported as skew; at most 1 hour ahead. E.g. --start-at "
+               "$(($(date +%s) + 10)), --start-at 1764907200.25")
+            ->type_name("TIME");
     app.add_option("--cpus", cpus, "Pin thread i to the i-th CPU of this list (e.g. 1 or 2-3)");
     app.add_flag("--latency", c.latency_table,
                  "Print latency as a table of percentiles (50, 75, 90, 99, 99.9, 99.99, max; "
@@ -300,9 +378,23 @@ ParsedConfig parse_config(int argc, const char* const* argv) {
         c.duration = parse_duration(duration);
         c.warmup = parse_duration(warmup);
         c.timeout = parse_duration(timeout);
+        c.hlog_interval = parse_duration(hlog_interval);
+        if (start_at_option->count() > 0) {
+            timespec now{};
+            ::clock_gettime(CLOCK_REALTIME, &now);
+            c.start_at_ns = parse_start_at(
+                start_at, static_cast<std::int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec);
+        }
     } catch (const std::invalid_argument& e) {
         return error(e.what());
     }
+    if (c.hlog_interval < kMinHlogInterval)
+        return error(
+            fmt::format("--hlog-interval must be at least {}ms", kMinHlogInterval.count()));
+    if (c.hlog_path == "-" && c.hgrm_path == "-")
+        return error(
+            "--hlog - and --hgrm - would share stdout: write one of them to a file (stdout "
+            "carries the JSON of --json -, then one of them)");
     c.engine = engine == "epoll"   ? Engine::epoll
                : engine == "uring" ? Engine::uring
                                    : Engine::automatic;

@@ -58,6 +58,19 @@ inline constexpr std::size_t kMaxUrls = 64;
 // "10", "10s", "1.5s", "500ms", "2m", "1h"; throws std::invalid_argument.
 std::chrono::nanoseconds parse_duration(std::string_view text);
 
+// --start-at: "1764907200.25", seconds since the epoch with an optional
+// fraction (digits beyond nanoseconds are ignored), as nanoseconds since the
+// epoch. `now_ns` is CLOCK_REALTIME now. Throws std::invalid_argument for a
+// malformed time, one before 2000 or more than kStartAtHorizon after now
+// (seconds mistaken for another unit).
+std::int64_t parse_start_at(std::string_view text, std::int64_t now_ns);
+inline constexpr std::chrono::hours kStartAtHorizon{1};
+inline constexpr std::int64_t kYear2000Ns = 946'684'800'000'000'000;  // 2000-01-01T00:00:00Z
+
+// --hlog-interval is at least this: each interval costs every load thread a
+// copy of its counts.
+inline constexpr std::chrono::milliseconds kMinHlogInterval{10};
+
 // How the load threads do their I/O (--engine).
 enum class Engine : std::uint8_t {
     automatic,  // uring when the start-up probe of io_uring works here, else epoll
@@ -86,8 +99,13 @@ struct Config {
     std::string body;
     std::optional<std::string> expect_body;
     std::optional<std::string> expect_json;
-    std::string urls_file;       // --urls FILE, as given
-    std::string json_path;       // "-": stdout
+    std::string urls_file;  // --urls FILE, as given
+    std::string json_path;  // "-": stdout
+    std::string hlog_path;  // --hlog: HdrHistogram interval log ("-": stdout)
+    std::chrono::nanoseconds hlog_interval = std::chrono::seconds(1);
+    std::string hgrm_path;  // --hgrm: HdrHistogram percentile distribution ("-": stdout)
+    // --start-at: when the warm-up begins, CLOCK_REALTIME ns since the epoch.
+    std::optional<std::int64_t> start_at_ns;
     bool latency_table = false;  // --latency: a percentile table in the text output
     std::vector<int> cpus;       // pin thread i to cpus[i % size]
     bool quiet = false;          // no progress or text summary, only errors (and --json)
@@ -99,6 +117,11 @@ struct Config {
     // -n: the run stops after request_count responses.
     [[nodiscard]] bool counted() const noexcept { return request_count > 0; }
     [[nodiscard]] bool mix() const noexcept { return requests.size() > 1; }
+    // A document goes to stdout (--json -, --hlog -, --hgrm -): the text
+    // summary and --announce's lines go to stderr.
+    [[nodiscard]] bool stdout_taken() const noexcept {
+        return json_path == "-" || hlog_path == "-" || hgrm_path == "-";
+    }
 };
 
 // How long a run must be for the progress line: shorter runs end before a

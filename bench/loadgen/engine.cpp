@@ -57,6 +57,7 @@ void Results::merge(const Results& o) {
     warmup.merge(o.warmup);
     latency.merge(o.latency);
     uncorrected.merge(o.uncorrected);
+    intervals.insert(intervals.end(), o.intervals.begin(), o.intervals.end());
     if (urls.size() < o.urls.size()) urls.resize(o.urls.size());
     for (std::size_t u = 0; u < o.urls.size(); ++u) {
         urls[u].counters.merge(o.urls[u].counters);
@@ -86,6 +87,35 @@ using detail::WorkerArgs;
 
 constexpr std::size_t kReadSize = 64 * 1024;
 constexpr int kMaxEvents = 256;
+
+// CLOCK_REALTIME - CLOCK_MONOTONIC, ns: the realtime reading taken between
+// the two monotonic readings closest together of a few tries.
+std::int64_t realtime_offset_ns() {
+    const auto read = [](clockid_t clock) {
+        timespec ts{};
+        ::clock_gettime(clock, &ts);
+        return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+    };
+    std::int64_t best_gap = std::numeric_limits<std::int64_t>::max();
+    std::int64_t offset = 0;
+    for (int i = 0; i < 5; ++i) {
+        const std::int64_t before = read(CLOCK_MONOTONIC);
+        const std::int64_t real = read(CLOCK_REALTIME);
+        const std::int64_t after = read(CLOCK_MONOTONIC);
+        if (after - before < best_gap) {
+            best_gap = after - before;
+            offset = real - (before + (after - before) / 2);
+        }
+    }
+    return offset;
+}
+
+// "1764907200.250000000": ns as seconds, exactly.
+std::string exact_seconds(std::int64_t ns) {
+    const char* sign = ns < 0 ? "-" : "";
+    const auto a = static_cast<std::uint64_t>(ns < 0 ? -ns : ns);
+    return fmt::format("{}{}.{:09}", sign, a / 1'000'000'000, a % 1'000'000'000);
+}
 
 // The epoll engine: edge-triggered readiness per socket, a read() until the
 // socket is drained (one, for a short answer) and a send() per batch.
@@ -345,12 +375,30 @@ Outcome run_load(const Config& config, const Endpoint& endpoint, const std::atom
     }
     detail::Times times;
     times.start = now_ns() + 20'000'000;  // threads are up before the load starts
+    // The wall clock's instants: CLOCK_REALTIME is CLOCK_MONOTONIC + offset
+    // for the run (read once; a clock step during the run is not followed).
+    const std::int64_t offset = realtime_offset_ns();
+    Outcome out;
+    out.start_requested_ns = config.start_at_ns;
+    out.started_ns = times.start + offset;
+    if (config.start_at_ns && *config.start_at_ns - offset > times.start) {
+        // --start-at in time: the load begins then (converted once), and the
+        // wall-clock instants are the requested one's, exactly.
+        times.start = *config.start_at_ns - offset;
+        out.started_ns = *config.start_at_ns;
+    }
     times.measure = times.start + config.warmup.count();
+    if (config.start_at_ns && *config.start_at_ns - offset + config.warmup.count() > times.start) {
+        // Late, but before the agreed window: the warm-up is shorter and the
+        // window still the agreed one, so the agents' windows coincide.
+        times.measure = *config.start_at_ns - offset + config.warmup.count();
+    }
+    out.window_start_ns = times.measure + offset;
     times.end = config.time_limited ? times.measure + config.duration.count()
                                     : std::numeric_limits<std::int64_t>::max();
-    // On the text stream (stderr when stdout carries --json -), flushed at
+    // On the text stream (stderr when stdout carries a document), flushed at
     // once: the reader acts on it while the load runs.
-    std::FILE* announce = config.json_path == "-" ? stderr : stdout;
+    std::FILE* announce = config.stdout_taken() ? stderr : stdout;
     if (config.announce) {
         if (!config.counted())
             fmt::print(announce, "schedule monotonic_ns start={} measure={} end={}\n", times.start,
@@ -362,6 +410,10 @@ Outcome run_load(const Config& config, const Endpoint& endpoint, const std::atom
             fmt::print(announce,
                        "schedule monotonic_ns start={} measure={} requests={} limit=none\n",
                        times.start, times.measure, config.request_count);
+        if (config.start_at_ns)
+            fmt::print(announce, "start_at realtime_s={} started_s={} skew_s={}\n",
+                       exact_seconds(*config.start_at_ns), exact_seconds(out.started_ns),
+                       exact_seconds(out.started_ns - *config.start_at_ns));
         std::fflush(announce);
     }
 
@@ -417,10 +469,15 @@ Outcome run_load(const Config& config, const Endpoint& endpoint, const std::atom
     for (const auto& f : failures)
         if (!f.empty()) throw std::runtime_error(f);
 
-    Outcome out;
     for (const auto& w : workers)
         out.results.merge(w->results());
     Results& r = out.results;
+    // The measured window as the hlog covers it: from times.measure to where
+    // the load stopped (-d's end when it ran its course), with -n to the N-th
+    // response when all were answered.
+    const std::int64_t window_end =
+        config.counted() && r.all_done && r.first_sent_ns ? r.last_done_ns : r.stopped_ns;
+    out.window_ns = std::max<std::int64_t>(window_end - times.measure, 0);
     if (config.counted()) {
         // The measured time: from the first measured request to the N-th
         // answered (or lost), or to where the load stopped first.

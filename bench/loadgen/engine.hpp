@@ -16,7 +16,10 @@
 #include <string_view>
 #include <vector>
 
+#include <optional>
+
 #include "config.hpp"
+#include "hdr.hpp"
 #include "histogram.hpp"
 
 namespace sm::loadgen {
@@ -55,6 +58,10 @@ struct Results {
     Histogram latency;
     Histogram uncorrected;         // --rate only: from the actual write
     std::vector<UrlResults> urls;  // one per request of the mix, in its order
+    // --hlog: the thread's intervals (series 0: latency, 1: uncorrected with
+    // --rate), each as the thread recorded it; merge() collects them and the
+    // log adds those of the same interval and series.
+    std::vector<hdr::IntervalCounts> intervals;
     std::array<std::string, kErrorClasses> first_error;
     std::uint64_t opened = 0;      // connections established
     std::uint64_t reconnects = 0;  // reopened after the server closed or an error
@@ -83,6 +90,13 @@ enum class StoppedBy : std::uint8_t {
 
 struct Outcome {
     Results results;
+    // Wall-clock (CLOCK_REALTIME) instants, ns since the epoch.
+    std::int64_t window_start_ns = 0;  // the measured window began (the hlog's BaseTime)
+    std::int64_t started_ns = 0;       // the load began (the warm-up, if any)
+    std::optional<std::int64_t> start_requested_ns;  // --start-at
+    // How long the measured window ran (what the hlog's intervals cover):
+    // -d's duration, or to where the load stopped; -n: to the N-th response.
+    std::int64_t window_ns = 0;
     Ended ended = Ended::completed;
     StoppedBy stopped_by = StoppedBy::duration;  // when ended == completed
     std::string message;                         // why the run ended early

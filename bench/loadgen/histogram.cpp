@@ -60,8 +60,12 @@ std::int64_t Histogram::size_of_range(std::int64_t value) const noexcept {
     return std::int64_t{1} << (unit_magnitude_ + adjusted);
 }
 
+std::size_t Histogram::index_for(std::int64_t value_ns) const noexcept {
+    return index_of(std::clamp<std::int64_t>(value_ns, 0, kHighestNs));
+}
+
 std::int64_t Histogram::lowest_equivalent(std::int64_t value_ns) const noexcept {
-    return value_from_index(index_of(std::clamp<std::int64_t>(value_ns, 0, kHighestNs)));
+    return value_from_index(index_for(value_ns));
 }
 
 std::int64_t Histogram::highest_equivalent(std::int64_t value_ns) const noexcept {
@@ -98,7 +102,11 @@ void Histogram::merge(const Histogram& other) noexcept {
 }
 
 void Histogram::reset() noexcept {
-    std::fill(counts_.begin(), counts_.end(), 0);
+    // Only the buckets from the minimum's to the maximum's can hold counts:
+    // an interval histogram (--hlog) is emptied at the cost of what it held.
+    if (total_)
+        std::fill(counts_.begin() + static_cast<std::ptrdiff_t>(index_of(min_)),
+                  counts_.begin() + static_cast<std::ptrdiff_t>(index_of(max_)) + 1, 0);
     total_ = saturated_ = 0;
     min_ = max_ = 0;
 }

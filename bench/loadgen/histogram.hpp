@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace sm::loadgen {
@@ -67,6 +68,19 @@ class Histogram {
         std::uint64_t count;
     };
     [[nodiscard]] std::vector<Bucket> buckets() const;
+
+    // HdrHistogram's counts array, for its encodings (hdr.hpp): counts()[i]
+    // counts the values of the bucket whose lowest value is value_at_index(i);
+    // index_for(v) is the index of v's bucket (v clamped to 0..kHighestNs).
+    // The array, bucket_count() and sub_bucket_count() are Java HdrHistogram's
+    // for Histogram(kLowestNs, kHighestNs, kSignificantDigits).
+    [[nodiscard]] std::span<const std::uint64_t> counts() const noexcept { return counts_; }
+    [[nodiscard]] std::size_t index_for(std::int64_t value_ns) const noexcept;
+    [[nodiscard]] std::int64_t value_at_index(std::size_t index) const noexcept {
+        return value_from_index(index);
+    }
+    [[nodiscard]] int bucket_count() const noexcept { return bucket_count_; }
+    [[nodiscard]] std::int64_t sub_bucket_count() const noexcept { return sub_bucket_count_; }
 
   private:
     [[nodiscard]] std::size_t index_of(std::int64_t value) const noexcept;

@@ -48,8 +48,9 @@ int main(int argc, char** argv) {
             return 2;
         }
     }
-    // With --json -, stdout carries the JSON alone and the summary goes to stderr.
-    std::FILE* text = config.json_path == "-" ? stderr : stdout;
+    // With --json -, --hlog - or --hgrm -, stdout carries the documents alone
+    // (the JSON, then the log or the distribution) and the summary goes to stderr.
+    std::FILE* text = config.stdout_taken() ? stderr : stdout;
 
     struct sigaction sa {};
     sa.sa_handler = on_signal;
@@ -83,15 +84,26 @@ int main(int argc, char** argv) {
         if (!config.quiet) fmt::print(text, "{}", text_report(config, outcome));
         if (outcome.ended == Ended::server_gone)
             fmt::print(stderr, "loadgen: {}; the run ended early\n", outcome.message);
-        if (!config.json_path.empty()) {
-            const std::string json = json_report(config, outcome);
-            if (config.json_path == "-") {
-                fmt::print(stdout, "{}", json);
-            } else if (!write_file(config.json_path, json)) {
-                fmt::print(stderr, "loadgen: cannot write {}\n", config.json_path);
-                return 1;
+        // One stream on stdout: the JSON first, then the log (or the
+        // distribution); a reader splits them after the JSON document.
+        const auto output = [](const std::string& path, const std::string& document) {
+            if (path == "-") {
+                fmt::print(stdout, "{}", document);
+                std::fflush(stdout);
+                return true;
             }
-        }
+            if (write_file(path, document)) return true;
+            fmt::print(stderr, "loadgen: cannot write {}\n", path);
+            return false;
+        };
+        bool written = true;
+        if (!config.json_path.empty())
+            written = output(config.json_path, json_report(config, outcome)) && written;
+        if (!config.hlog_path.empty())
+            written = output(config.hlog_path, hlog_report(config, outcome)) && written;
+        if (!config.hgrm_path.empty())
+            written = output(config.hgrm_path, hgrm_report(config, outcome)) && written;
+        if (!written) return 1;
         switch (outcome.ended) {
             case Ended::completed: return 0;
             case Ended::server_gone: return 1;

@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cmath>
 
+#include "hdr.hpp"
+
 namespace sm::loadgen {
 namespace {
 
@@ -290,6 +292,15 @@ std::string json_report(const Config& c, const Outcome& o) {
                       : o.stopped_by == StoppedBy::requests ? nlohmann::json("requests")
                                                             : nlohmann::json("duration");
     j["duration_s"] = r.measured_s;
+    // The measured window's start on the wall clock: the hlog's BaseTime.
+    j["window_start_s"] = static_cast<double>(o.window_start_ns) / 1e9;
+    j["start_at"] =
+        o.start_requested_ns
+            ? nlohmann::json{{"requested_s", static_cast<double>(*o.start_requested_ns) / 1e9},
+                             {"started_s", static_cast<double>(o.started_ns) / 1e9},
+                             {"skew_s",
+                              static_cast<double>(o.started_ns - *o.start_requested_ns) / 1e9}}
+            : nlohmann::json(nullptr);
     j["sent"] = m.sent;
     j["requests"] = m.requests;
     j["bytes_read"] = m.bytes;
@@ -333,6 +344,21 @@ std::string json_report(const Config& c, const Outcome& o) {
         {"us_per_request", m.requests ? nlohmann::json(cpu * 1e6 / static_cast<double>(m.requests))
                                       : nlohmann::json(nullptr)}};
     return j.dump(1) + "\n";
+}
+
+std::string hlog_report(const Config& c, const Outcome& o) {
+    hdr::LogSpec spec;
+    spec.base_time_ns = o.window_start_ns;
+    spec.interval_ns = c.hlog_interval.count();
+    spec.window_ns = o.window_ns;
+    // Closed loop: no correction, one untagged series; --rate: both.
+    spec.tags = c.open_loop() ? std::vector<std::string>{"corrected", "uncorrected"}
+                              : std::vector<std::string>{""};
+    return hdr::interval_log(spec, o.results.intervals);
+}
+
+std::string hgrm_report(const Config& /*c*/, const Outcome& o) {
+    return hdr::percentile_distribution(o.results.latency, 5, 1e6);
 }
 
 }  // namespace sm::loadgen

@@ -13,6 +13,11 @@ namespace sm::loadgen {
 std::string describe_run(const Config& config);
 std::string text_report(const Config& config, const Outcome& outcome);
 std::string json_report(const Config& config, const Outcome& outcome);
+// --hlog: HdrHistogram's interval log of the measured window (hdr.hpp).
+std::string hlog_report(const Config& config, const Outcome& outcome);
+// --hgrm: HdrHistogram's percentile distribution of the latency (corrected
+// with --rate), in milliseconds.
+std::string hgrm_report(const Config& config, const Outcome& outcome);
 // The progress line (no newline): "[3s/10s] 123456 responses, 41234 req/s, 0 errors";
 // with -n "[3s] 123456/1000000 responses, ...".
 std::string progress_line(const Config& config, const ProgressSample& sample);

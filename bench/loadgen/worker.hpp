@@ -28,6 +28,7 @@
 #include <simdjson.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -46,6 +47,7 @@
 #include "config.hpp"
 #include "engine.hpp"
 #include "framer.hpp"
+#include "hdr.hpp"
 #include "mix.hpp"
 #include "schedule.hpp"
 
@@ -191,6 +193,11 @@ class Worker : public LoadThread {
           open_loop_(a.rate > 0),
           body_check_(a.config) {
         results_.urls.resize(mix_.size());
+        if (!config_.hlog_path.empty()) {
+            intervals_.emplace();
+            intervals_->length = std::max<std::int64_t>(config_.hlog_interval.count(), 1);
+            intervals_->end = times_.measure + intervals_->length;
+        }
         for (std::size_t i = 0; i < conns_.size(); ++i) {
             Conn& c = conns_[i];
             c.index = i;
@@ -290,6 +297,10 @@ class Worker : public LoadThread {
         if (run_count_) results_.urls[run_url_].latency.record_n(run_value_, run_count_);
         run_count_ = 0;
     }
+    // --hlog: a measured response completed at `now`, past the end of the
+    // current interval: keeps that interval's counts, starts `now`'s.
+    void next_interval(std::int64_t now);
+    void take_intervals();
 
     static constexpr std::uint32_t kNoUrl = ~std::uint32_t{0};
 
@@ -320,7 +331,34 @@ class Worker : public LoadThread {
     std::uint32_t run_url_ = 0;
     std::uint64_t run_count_ = 0;
     rusage cpu_start_{};
+    // --hlog: the interval being recorded, [end - length, end) of
+    // CLOCK_MONOTONIC, number `index` of the measured window.
+    struct Intervals {
+        std::array<Histogram, 2>
+            series;  // the latency (corrected with --rate), uncorrected (--rate)
+        std::uint64_t index = 0;
+        std::int64_t length = 0;
+        std::int64_t end = 0;
+    };
+    std::optional<Intervals> intervals_;
 };
+
+template <class Io>
+void Worker<Io>::take_intervals() {
+    for (std::uint8_t s = 0; s < 2; ++s)
+        if (intervals_->series[s].count())
+            results_.intervals.push_back(
+                hdr::take_interval(intervals_->series[s], intervals_->index, s));
+}
+
+template <class Io>
+void Worker<Io>::next_interval(std::int64_t now) {
+    take_intervals();
+    const auto index = static_cast<std::uint64_t>(std::max<std::int64_t>(now - times_.measure, 0) /
+                                                  intervals_->length);
+    intervals_->index = index;
+    intervals_->end = times_.measure + static_cast<std::int64_t>(index + 1) * intervals_->length;
+}
 
 template <class Io>
 void Worker<Io>::note_error(Error e, std::string_view message, bool measured, std::uint64_t count,
@@ -516,6 +554,13 @@ void Worker<Io>::on_response(Conn& c, const Response& r, std::int64_t now) {
         }
         ++run_count_;
         if (open_loop_) results_.uncorrected.record(now - s.sent);
+        // --hlog: into the interval of the instant it completed, the same
+        // responses as the totals.
+        if (intervals_) {
+            if (now >= intervals_->end) next_interval(now);
+            intervals_->series[0].record(corrected);
+            if (open_loop_) intervals_->series[1].record(now - s.sent);
+        }
     }
     if (cls != 2) {
         note_error(Error::non_2xx, fmt::format("status {}", r.status), measured, 1, s.url);
@@ -627,9 +672,12 @@ template <class Io>
 void Worker<Io>::run() {
     io().setup();
     // Everyone starts together.
-    using namespace std::chrono_literals;
-    while (now_ns() < times_.start)
-        std::this_thread::sleep_for(100us);
+    // (--start-at may be up to an hour away: long sleeps until the last
+    // millisecond, and a signal ends the wait.)
+    for (std::int64_t t = now_ns(); t < times_.start && !stop_.load(std::memory_order_relaxed);
+         t = now_ns())
+        std::this_thread::sleep_for(std::chrono::nanoseconds(
+            std::clamp<std::int64_t>(times_.start - t - 1'000'000, 100'000, 100'000'000)));
     std::int64_t now = now_ns();
     last_good_ = now;
     next_scan_ = now + scan_interval_;
@@ -681,6 +729,7 @@ void Worker<Io>::run() {
     }
     for (const UrlResults& u : results_.urls)
         results_.latency.merge(u.latency);
+    if (intervals_) take_intervals();
     publish();
 }
 

@@ -3,8 +3,8 @@
 checked with python3-jsonschema (Draft 2020-12) on real outputs: a clean run, runs
 with errors (timeouts from a server that never answers, 404s and body errors from
 server-epoll), a request mix, -n (with a warm-up, and stopped by its time limit) and
-an open-loop --rate run. Also what a schema cannot say (percentiles ascending, the
-spectrum cumulative and ending at 100), and that the schema is strict: outputs broken
+an open-loop --rate run (with --start-at). Also what a schema cannot say (percentiles
+ascending, the spectrum cumulative and ending at 100), and that the schema is strict: outputs broken
 by hand (a field missing, mistyped, unknown, or contradicting another) fail it.
 
     python3 tests/loadgen/test_results_schema.py --loadgen build/release/bench/loadgen/loadgen \\
@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import unittest
 from pathlib import Path
 
@@ -161,8 +162,9 @@ class ResultsSchema(unittest.TestCase):
             o["-n"] = run_loadgen(["-t2", "-c3", "-n", "500", "--warmup", "100ms", epoll.url("/json")])
             o["-n time limit"] = run_loadgen(["-t1", "-c2", "-n", "100000", "-d", "300ms", "--rate", "200",
                                               epoll.url("/plaintext")])
-            o["--rate"] = run_loadgen(["-t1", "-c2", "-d", "500ms", "--rate", "1000", epoll.url("/plaintext"),
-                                       epoll.url("/json")])
+            # --start-at (a moment ago: it starts at once, late) fills start_at.
+            o["--rate"] = run_loadgen(["-t1", "-c2", "-d", "500ms", "--rate", "1000", "--start-at",
+                                       f"{time.time():.3f}", epoll.url("/plaintext"), epoll.url("/json")])
         finally:
             silent.close()
             epoll.close()
@@ -198,6 +200,8 @@ class ResultsSchema(unittest.TestCase):
         self.assertIsNone(o["-n"]["config"]["duration_s"])
         self.assertEqual(o["-n time limit"]["stopped_by"], "duration")
         self.assertIsNotNone(o["--rate"]["latency_uncorrected"])
+        self.assertIsNotNone(o["--rate"]["start_at"])
+        self.assertIsNone(o["clean"]["start_at"])
 
     def test_the_schema_is_strict(self) -> None:
         """Outputs broken by hand fail the schema, each with an error at the broken place."""
@@ -227,6 +231,11 @@ class ResultsSchema(unittest.TestCase):
             "an open loop without uncorrected latency": broken(rate, lambda d: d.update(latency_uncorrected=None)),
             "stopped by requests without -n": broken(clean, lambda d: d.update(stopped_by="requests")),
             "-n as a string": broken(counted, lambda d: d["config"].update(requests="500")),
+            "no window_start_s": broken(clean, lambda d: d.pop("window_start_s")),
+            "window_start_s null": broken(clean, lambda d: d.update(window_start_s=None)),
+            "start_at without its skew": broken(rate, lambda d: d["start_at"].pop("skew_s")),
+            "a negative skew": broken(rate, lambda d: d["start_at"].update(skew_s=-0.5)),
+            "start_at before 2000": broken(rate, lambda d: d["start_at"].update(requested_s=100.0)),
         }
         for name, doc in cases.items():
             with self.subTest(name):

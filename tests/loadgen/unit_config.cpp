@@ -323,6 +323,16 @@ TEST_CASE("config refuses bad arguments with exit code 2", "[config]") {
         {"--cpus", "x", kUrl},  // bad CPU lists
         {"--cpus", "3-1", kUrl},
         {"-d", kUrl},  // an option missing its value
+        {"--hlog-interval", "1s", kUrl},  // without --hlog
+        {"--hlog", "x", "--hlog-interval", "5ms", kUrl},
+        {"--hlog", "x", "--hlog-interval", "0", kUrl},
+        {"--hlog", "x", "--hlog-interval", "soon", kUrl},
+        {"--hlog", "-", "--hgrm", "-", kUrl},  // both on stdout
+        {"--start-at", "100", kUrl},            // before 2000
+        {"--start-at", "1764907200250", kUrl},  // milliseconds
+        {"--start-at", "tomorrow", kUrl},
+        {"--start-at", "", kUrl},
+        {"--hlog", kUrl},  // a value missing
     };
     for (const auto& args : cases) {
         std::string joined;
@@ -566,4 +576,72 @@ TEST_CASE("config wants_progress: a terminal, no --quiet, a long run or -n", "[c
     CHECK_FALSE(wants_progress(parse_ok({"-d", "10s", kUrl}), false));
     CHECK_FALSE(wants_progress(parse_ok({"-d", "10s", "-q", kUrl}), true));
     CHECK_FALSE(wants_progress(parse_ok({"-n", "10", "--quiet", kUrl}), true));
+}
+
+TEST_CASE("config parse_start_at takes epoch seconds with a fraction, exactly", "[config][hdr]") {
+    using sm::loadgen::parse_start_at;
+    constexpr std::int64_t now = 1'764'907'000'000'000'000;  // 200 s before the times below
+    CHECK(parse_start_at("1764907200", now) == 1'764'907'200'000'000'000);
+    CHECK(parse_start_at("1764907200.25", now) == 1'764'907'200'250'000'000);
+    CHECK(parse_start_at("1764907200.", now) == 1'764'907'200'000'000'000);
+    CHECK(parse_start_at("1764907200.123456789", now) == 1'764'907'200'123'456'789);
+    CHECK(parse_start_at("1764907200.1234567899", now) == 1'764'907'200'123'456'789);  // past ns
+    CHECK(parse_start_at("01764907200.5", now) == 1'764'907'200'500'000'000);
+    // The past is fine (it starts at once, late), back to 2000.
+    CHECK(parse_start_at("946684800", now) == sm::loadgen::kYear2000Ns);
+    CHECK(parse_start_at("1764903600", now) == 1'764'903'600'000'000'000);
+    // Up to an hour ahead.
+    CHECK(parse_start_at("1764910600", now) == 1'764'910'600'000'000'000);
+}
+
+TEST_CASE("config parse_start_at refuses malformed times, before 2000 or over an hour ahead",
+          "[config][hdr]") {
+    using sm::loadgen::parse_start_at;
+    constexpr std::int64_t now = 1'764'907'000'000'000'000;
+    const auto why = [&](const char* text) {
+        try {
+            parse_start_at(text, now);
+        } catch (const std::invalid_argument& e) {
+            return std::string(e.what());
+        }
+        return std::string("accepted");
+    };
+    for (const char* bad : {"", "now", "-5", "+1764907200", "1.7e9", "1764907200,5", ".5",
+                            "1764907200.5.1", " 1764907200", "1764907200s"}) {
+        INFO(bad);
+        CHECK(why(bad).find("is not a time") != std::string::npos);
+    }
+    CHECK(why("100").find("before 2000") != std::string::npos);
+    CHECK(why("946684799.999").find("before 2000") != std::string::npos);
+    CHECK(why("1764910600.001").find("more than 1 hour ahead") != std::string::npos);
+    CHECK(why("1764907200250").find("more than 1 hour ahead") != std::string::npos);  // ms
+    CHECK(why("99999999999999999999999999").find("more than 1 hour ahead") != std::string::npos);
+}
+
+TEST_CASE("config --hlog, --hlog-interval, --hgrm and --start-at", "[config][hdr]") {
+    const Config plain = parse_ok({kUrl});
+    CHECK(plain.hlog_path.empty());
+    CHECK(plain.hgrm_path.empty());
+    CHECK(plain.hlog_interval == 1s);
+    CHECK_FALSE(plain.start_at_ns.has_value());
+    CHECK_FALSE(plain.stdout_taken());
+
+    const Config files =
+        parse_ok({"--hlog", "run.hlog", "--hlog-interval", "500ms", "--hgrm", "run.hgrm", kUrl});
+    CHECK(files.hlog_path == "run.hlog");
+    CHECK(files.hgrm_path == "run.hgrm");
+    CHECK(files.hlog_interval == 500ms);
+    CHECK_FALSE(files.stdout_taken());
+
+    // stdout: one document after the JSON; the summary goes to stderr.
+    CHECK(parse_ok({"--hlog", "-", kUrl}).stdout_taken());
+    CHECK(parse_ok({"--hgrm", "-", kUrl}).stdout_taken());
+    CHECK(parse_ok({"--json", "-", kUrl}).stdout_taken());
+    CHECK(parse_ok({"--json", "-", "--hlog", "-", "--hgrm", "x", kUrl}).stdout_taken());
+
+    // A time in the past parses (the run starts at once).
+    const Config at = parse_ok({"--start-at", "1700000000.5", kUrl});
+    REQUIRE(at.start_at_ns.has_value());
+    CHECK(*at.start_at_ns == 1'700'000'000'500'000'000);
+    // (the values refused: "config refuses bad arguments with exit code 2")
 }
