@@ -96,6 +96,13 @@ class Verdict(unittest.TestCase):
             ({"rps": 9_890.0}, (slo.SATURATED, ["achieved 98.9% of the offered rate"]),
              (slo.MISSES, ["achieved 98.9% of the offered rate"])),
             ({"rps": 9_900.0}, (slo.MEASURED, []), (slo.MEETS, [])),
+            # Load hosts: one behind its share while the other kept up was behind; the busiest is named.
+            ({"rps": 9_000.0, "client": {"hosts": [{"name": "c1", "rate": 5_000.0, "rps": 5_000.0},
+                                                   {"name": "c2", "rate": 5_000.0, "rps": 4_000.0}]}},
+             late := (slo.CLIENT, ["load host c2 achieved 80.0% of its share of the offered rate while the others "
+                                   "kept up"]), late),
+            ({"client": {"util": 0.9, "busiest_host": "c2"}},
+             named := (slo.CLIENT, ["client CPU 90% busy (over 85%) on load host c2"]), named),
             ({"latency_us": {"99": 3100.0}}, (slo.MEASURED, []), (slo.MISSES, ["p99 3.10 ms > 2.00 ms"])),
             ({"latency_us": {"50": 100.0}}, (slo.MEASURED, []), (slo.MISSES, ["no p99"])),
             # Errors: 11 timeouts of 10,011 attempts is 0.11%; 10 non-2xx among 10,000 answers is 0.1%.

@@ -161,6 +161,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--server-prefix", default="", metavar="'CMD'",
                    help="prepended to every server command, e.g. 'ip netns exec srv' or 'ssh box'")
     p.add_argument("--client-prefix", default="", metavar="'CMD'", help="prepended to every load client command")
+    p.add_argument("--client-host", action="append", default=[], metavar="'CMD'",
+                   help="a load host, reached through this prefix ('ip netns exec c1', 'ssh load1'); repeat it for "
+                        "several: one loadgen on each, all started at one agreed instant, the connections (and "
+                        "--rates) divided between them, their HdrHistogram logs merged into one row (see README, "
+                        "'Several load hosts')")
+    p.add_argument("--client-start-lead", type=float, default=1.0, metavar="SECONDS",
+                   help="with --client-host: how far ahead the agreed start is set, for the prefixes to start "
+                        "loadgen everywhere (an ssh login takes longer than ip netns exec; default: %(default)s)")
     p.add_argument("--target-host", default="127.0.0.1", help="address the load goes to (default: %(default)s)")
     p.add_argument("--server-address", help="address servers listen on (default: the target host if it is "
                                             "a loopback address, else all addresses)")
@@ -312,11 +320,29 @@ def _resolve(a: argparse.Namespace) -> None:
             f"({cpu_list(a.server_cpu_list)}): more threads than CPUs, they share them")
     a.server_prefix_list = shlex.split(a.server_prefix)
     a.client_prefix_list = shlex.split(a.client_prefix)
+    a.client_host_list = [tuple(shlex.split(h)) for h in a.client_host]
+    if a.client_host_list:
+        if a.client_prefix:
+            raise ValueError("--client-prefix and --client-host: give the load hosts as --client-host only")
+        if any(not h for h in a.client_host_list):
+            raise ValueError("--client-host: an empty prefix (each load host is reached through its own command)")
+        if len(set(a.client_host_list)) != len(a.client_host_list):
+            raise ValueError("--client-host: a host is given twice")
+        if a.client_start_lead <= 0:
+            raise ValueError("--client-start-lead must be > 0")
     a.remote = a.server_remote or (a.server_prefix_list[:1] == ["ssh"])
     loopback = a.target_host in ("localhost", "::1") or a.target_host.startswith("127.")
     a.listen = a.server_address or (a.target_host if loopback else ("::" if ":" in a.target_host else "0.0.0.0"))
     a.loadgen = a.loadgen or a.build_dir / "bench" / "loadgen" / "loadgen"
     a.client_names = clients.parse_list(a.client)
+    if a.client_host_list:
+        if a.client_names != ["loadgen"]:
+            raise ValueError("--client-host runs loadgen on every host (only its histograms merge exactly): "
+                             f"--client {','.join(a.client_names)} cannot")
+        few = sorted({c for s_ in a.scenario_list for c in s_.connections if c < len(a.client_host_list)})
+        if few:
+            raise ValueError(f"--client-host: {len(a.client_host_list)} load hosts need at least as many connections "
+                             f"(got {', '.join(map(str, few))})")
     a.rate_list = fixedload.parse_rates(a.rates) if a.rates else []
     a.objective = slo.parse(a.slo) if a.slo is not None else None
 
@@ -646,7 +672,9 @@ def measure(a: argparse.Namespace) -> tuple[dict, bool]:
     _raise_nofile()
     started = now_iso()
     max_conns = max(max(s.connections) for s in a.scenario_list)
-    place = Placement(server_prefix=a.server_prefix_list, client_prefix=a.client_prefix_list,
+    # With load hosts, the readiness probe and the answers' checks go from the first.
+    place = Placement(server_prefix=a.server_prefix_list,
+                      client_prefix=list(a.client_host_list[0]) if a.client_host_list else a.client_prefix_list,
                       server_cpus=a.server_cpu_list, server_threads=a.server_threads, listen_address=a.listen,
                       target_host=a.target_host, remote=a.remote, tmp=logs, max_connections=max_conns,
                       thread_counts=a.thread_counts)
@@ -654,7 +682,8 @@ def measure(a: argparse.Namespace) -> tuple[dict, bool]:
                 client_threads=a.client_threads, engine=a.engine, duration=a.duration, warmup=a.warmup,
                 timeout=a.timeout,
                 server_cpus=a.server_cpu_list, server_threads=a.server_threads, remote=a.remote, tmp=logs,
-                swept=len(a.thread_counts) > 1)
+                swept=len(a.thread_counts) > 1, client_hosts=tuple(a.client_host_list),
+                start_lead=a.client_start_lead)
     load = dataclasses.replace(load, **_syscall_counting(a), profiler=_profiling(a))
     targets = build_targets(a)
     engine = next((t.engine for t in targets if isinstance(t, ContainerTarget)), None)
@@ -805,7 +834,8 @@ def measure(a: argparse.Namespace) -> tuple[dict, bool]:
                    "server_thread_counts": list(a.thread_counts),
                    "client_threads": a.client_threads, "target_host": a.target_host,
                    "server_address": a.listen, "server_prefix": a.server_prefix_list,
-                   "client_prefix": a.client_prefix_list, "server_remote": a.remote, "modes": a.modes,
+                   "client_prefix": a.client_prefix_list, "client_hosts": [list(h) for h in a.client_host_list],
+                   "server_remote": a.remote, "modes": a.modes,
                    "engine": a.engine, "clients": a.client_names, "rates": [w for w, _ in a.rate_list],
                    "slo": a.objective.as_json() if a.objective is not None else None,
                    "scenarios": [s.as_json() for s in a.scenario_list],
@@ -868,7 +898,9 @@ def finish(results: dict, a: argparse.Namespace) -> int:
           + (" (modified)" if env["git"].get("dirty") else ""))
     print(f"server on CPUs {cfg['server_cpus'] or 'any'} ({','.join(map(str, counts))} threads), "
           f"{'/'.join(cfg.get('clients') or ['loadgen'])} on CPUs "
-          f"{cfg['client_cpus'] or 'any'} ({cfg['client_threads']} threads), {cfg['rounds']} rounds x "
+          f"{cfg['client_cpus'] or 'any'} ({cfg['client_threads']} threads)"
+          + (f" on each of {len(cfg['client_hosts'])} load hosts" if cfg.get("client_hosts") else "")
+          + f", {cfg['rounds']} rounds x "
           f"{cfg['duration_s']:g} s after {cfg['warmup_s']:g} s warm-up; medians [min-max]; baseline "
           f"{results['baseline'] or 'none'}")
     print(output.table(results), end="")
@@ -876,6 +908,7 @@ def finish(results: dict, a: argparse.Namespace) -> int:
     print(output.winners(results), end="")
     print(output.thread_sweep(results), end="")
     print(output.agreement(results), end="")
+    print(output.hosts(results), end="")
     print(output.fixed_load(results), end="")
     print(output.capacity(results), end="")
     print(checks.text(results), end="")

@@ -101,6 +101,15 @@ class Loadgen(Client):
         return _version([self.exe, "--version"])
 
     def command(self, url: str, sc, conns: int, load, out: Path, rate: float | None = None) -> list[str]:
+        return self._command(url, sc, conns, load, rate, ["--json", str(out), "--announce"])
+
+    def agent_command(self, url: str, sc, conns: int, load, rate: float | None, start_at: float) -> list[str]:
+        """One load host's share (--client-host): started at the agreed instant (wall clock), its JSON and
+        HdrHistogram interval log on stdout (the JSON first), which the prefix brings back from there."""
+        return self._command(url, sc, conns, load, rate, ["--json", "-", "--hlog", "-", "--hlog-interval", "1s",
+                                                          "--start-at", f"{start_at:.6f}"])
+
+    def _command(self, url: str, sc, conns: int, load, rate: float | None, output: list[str]) -> list[str]:
         # Every response's body is checked where it is deterministic (the
         # Hello World bodies, the Fortunes page); /db and /queries answer
         # random rows: their status only (preflight checked their shape).
@@ -109,7 +118,7 @@ class Loadgen(Client):
         cmd = [self.exe, "-t", str(self.threads(load, conns)), "-c", str(conns),
                "-d", f"{round(load.duration * 1000)}ms", "--warmup", f"{round(load.warmup * 1000)}ms",
                "--timeout", f"{max(1, round(load.timeout * 1000))}ms", "--pipeline", str(sc.pipeline), *expect,
-               "--engine", load.engine, "--json", str(out), "-q", "--announce"]
+               "--engine", load.engine, *output, "-q"]
         if load.client_cpus:
             cmd += ["--cpus", ",".join(map(str, load.client_cpus))]
         if rate is not None:

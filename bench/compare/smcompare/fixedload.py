@@ -136,10 +136,17 @@ def verdict(rec: dict, objective: Objective | None) -> tuple[str, list[str]]:
         # The server's CPUs were full and it fell behind: it could not take the rate, whatever the client.
         why = [f"achieved {achieved * 100:.1f}% of the offered rate", f"server CPU {server * 100:.0f}% busy"]
         return (SATURATED, why) if objective is None else (MISSES, why)
+    # Load hosts (--client-host): one that fell short of its share while another kept up was behind.
+    behind = [h for h in cl.get("hosts") or [] if h.get("rate") and h.get("rps") is not None
+              and h["rps"] < h["rate"] * (1 - RATE_SHORTFALL)]
+    if behind and len(behind) < len(cl["hosts"]):
+        return CLIENT, [f"load host {h['name']} achieved {h['rps'] / h['rate'] * 100:.1f}% of its share of the "
+                        "offered rate while the others kept up" for h in behind]
     if (util or 0) > CLIENT_BUSY or (cpus or 0) > CLIENT_BUSY:
         why = [f"client CPU {util * 100:.0f}% busy" if (util or 0) >= (cpus or 0) else
                f"the client's CPUs {cpus * 100:.0f}% busy (its own work and other processes')"]
-        why[0] += f" (over {CLIENT_BUSY * 100:.0f}%)"
+        why[0] += f" (over {CLIENT_BUSY * 100:.0f}%)" + (f" on load host {cl['busiest_host']}"
+                                                        if cl.get("busiest_host") else "")
         if short:
             why.append(f"achieved {achieved * 100:.1f}% of the offered rate")
         return CLIENT, why

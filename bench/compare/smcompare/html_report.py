@@ -880,7 +880,8 @@ def section_header(results: Json, ctx: Ctx) -> str:
     placement = " \u00b7 ".join([
         f"server: {server}, " + (f"threads {','.join(map(str, ctx.counts))} (a thread sweep)" if ctx.counts
                                  else f"{cfg.get('server_threads', '?')} thread(s)"),
-        f"client: CPUs {cfg.get('client_cpus') or 'unpinned'}, {cfg.get('client_threads', '?')} thread(s)",
+        f"client: CPUs {cfg.get('client_cpus') or 'unpinned'}, {cfg.get('client_threads', '?')} thread(s)"
+        + (f" on each of {len(cfg['client_hosts'])} load hosts" if cfg.get("client_hosts") else ""),
         f"target {cfg.get('target_host', '?')}",
         f"{cfg.get('rounds', '?')} rounds x {fmt_secs(cfg.get('duration_s'))}",
         f"warm-up {fmt_secs(cfg.get('warmup_s'))}, pause {fmt_secs(cfg.get('pause_s'))}",
@@ -1438,6 +1439,30 @@ def section_clients(results: Json, ctx: Ctx) -> str:
             + "</section>")
 
 
+def section_hosts(results: Json, ctx: Ctx) -> str:
+    """--client-host: each load host's share of each row, its client CPU and how late it started."""
+    got = summary.hosts(results)
+    if not got:
+        return ""
+    pct = lambda x: f"{x * 100:.0f}%"  # noqa: E731
+    rows = [("", [esc(ctx.shown(str(h["target"]))), esc(h["scenario"]), num(esc(h["connections"])),
+                  *thread_cell(h, ctx), esc(h["host"]), num(esc(h["host_connections"])),
+                  num(fmt_spread(h["rps"], fmt_rate)), num(fmt_spread(h["us_per_req"], fmt_sig)),
+                  num(fmt_spread(h["util"], pct)), num(fmt_spread(h["cpus_busy"], pct)),
+                  num(fmt_spread(h["skew_s"], lambda x: f"{x * 1e3:.1f}")), num(esc(f"{h['busiest']}/{h['runs']}"))])
+            for h in got]
+    return ('<section id="hosts"><h2>Load hosts</h2><p>The load came from several hosts (--client-host), one loadgen '
+            'on each, all started at one agreed instant; each row above is their sum, its latency from their '
+            'HdrHistogram logs added interval by interval (the merged .hlog of every run is in logs/). Per host: '
+            'its share, its loadgen\'s CPU per request it made, how busy its threads and its CPUs were (read '
+            'through its prefix), how late after the agreed instant its load began, and in how many runs it was '
+            'the busiest host (whose CPU is the row\'s client CPU and names it in "limited by"). Medians over '
+            'the valid runs, [min\u2013max].</p>'
+            + table(["target", "scenario", "conns", *(["threads"] if ctx.counts else []), "host", "its conns",
+                     "req/s", "client CPU \u00b5s/req", "client util", "CPUs busy", "start skew ms", "busiest"], rows)
+            + "</section>")
+
+
 METRIC_FMT: dict[str, tuple[str, Callable[[Any], str], int]] = {
     "rps": ("req/s", fmt_rate, 1),
     "server_cpu_us_per_req": ("server CPU \u00b5s/req", fmt_sig, -1),
@@ -1556,6 +1581,7 @@ def render(results: dict) -> str:
                     section_charts(results, ctx), section_profiles(results, ctx),
                     section_thread_sweep(results, ctx), section_latency(results, ctx), section_fixed_load(results, ctx),
                     section_capacity(results, ctx), section_summary(results, ctx), section_clients(results, ctx),
+                    section_hosts(results, ctx),
                     section_comparison(results, ctx),
                     section_environment(results, ctx),
                     f'<section id="how"><h2>How to read this</h2><p>{esc(HOW_TO_READ)}</p></section>'])

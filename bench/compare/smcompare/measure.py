@@ -12,8 +12,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import procs, profile, syscalls
-from .clients import Client
+from . import hdr, procs, profile, syscalls
+from .clients import Client, parse_loadgen
 from .database import Database
 from .targets import Placement, StartError, Target
 
@@ -65,15 +65,19 @@ class Load:
     syscalls_over: str = "warmup"      # ... over the warm-up or the measured window (syscalls.MODES)
     profiler: profile.Profiler | None = None  # records the server's CPU profile over the window (--profile)
     cgroup: procs.Cgroup | None = None        # the servers' processes are in it (Placement.cgroup)
+    # --client-host: one loadgen per load host, through each prefix, started together (empty: one client,
+    # through client_prefix); start_lead: how far ahead of launching them the agreed start is.
+    client_hosts: tuple[tuple[str, ...], ...] = ()
+    start_lead: float = 1.0
 
     @staticmethod
     def url(host: str, port: int, path: str) -> str:
         return f"http://{f'[{host}]' if ':' in host else host}:{port}{path}"
 
-    def placed(self, cmd: list[str]) -> list[str]:
-        """A client command with the client prefix and pinned to the client CPUs."""
+    def placed(self, cmd: list[str], prefix: tuple[str, ...] | list[str] | None = None) -> list[str]:
+        """A client command with the client prefix (or a load host's) and pinned to the client CPUs."""
         taskset = ["taskset", "-c", ",".join(map(str, self.client_cpus))] if self.client_cpus else []
-        return [*self.client_prefix, *taskset, *cmd]
+        return [*(self.client_prefix if prefix is None else prefix), *taskset, *cmd]
 
 
 class Window:
@@ -93,6 +97,46 @@ def _sleep_until(ns: int) -> None:
     left = (ns - time.monotonic_ns()) / 1e9
     if left > 0:
         time.sleep(left)
+
+
+def _slept_until(ns: int) -> bool:
+    _sleep_until(ns)
+    return True
+
+
+def _over_schedule(start_ns: int, measure_ns: int, end_ns: int, reading, counter: syscalls.Counter | None,
+                   count_over: str, recorder: profile.Recorder | None, wait=_slept_until) -> float | None:
+    """Follow a load's schedule (CLOCK_MONOTONIC ns): the server's syscall counter switched on over its
+    warm-up (count_over "warmup") or its measured window ("window"), its profile recorded over the
+    window, and reading(True), reading(False) at the window's ends. wait(ns) sleeps until ns, False as
+    soon as the load has ended early: then the rest is skipped. The window's seconds, or None when the
+    load ended early."""
+    over = counter if count_over == "warmup" else None
+    whole = True
+    if over is not None:
+        whole = wait(start_ns)
+        over.enable()
+    whole = whole and wait(measure_ns)
+    if over is not None:
+        over.disable()
+    if not whole:
+        return None
+    reading(True)
+    if over is not None:
+        over.stop()
+    t0 = time.monotonic()
+    during = counter if counter is not None and count_over == "window" else None
+    if during is not None:
+        during.enable()
+    if recorder is not None:
+        recorder.enable()
+    whole = wait(end_ns)
+    if during is not None:
+        during.stop()
+    if recorder is not None:
+        recorder.stop()
+    reading(False)
+    return time.monotonic() - t0 if whole else None
 
 
 def _run_client(cmd: list[str], seconds: float, out: Path, pids: list[int] | None,
@@ -144,29 +188,8 @@ def _run_client(cmd: list[str], seconds: float, out: Path, pids: list[int] | Non
                 line = p.stdout.readline().decode(errors="replace")  # type: ignore[union-attr]
                 m = re.match(r"schedule monotonic_ns start=(\d+) measure=(\d+) end=(\d+)", line)
                 if m and window is not None:
-                    start_ns, measure_ns, end_ns = int(m.group(1)), int(m.group(2)), int(m.group(3))
-                    over = counter if count_over == "warmup" else None
-                    if over is not None:
-                        _sleep_until(start_ns)
-                        over.enable()
-                    _sleep_until(measure_ns)
-                    if over is not None:
-                        over.disable()
-                    reading(True)
-                    if over is not None:
-                        over.stop()
-                    t0 = time.monotonic()
-                    if counter is not None and count_over == "window":
-                        counter.enable()
-                    if recorder is not None:
-                        recorder.enable()
-                    _sleep_until(end_ns)
-                    if counter is not None and count_over == "window":
-                        counter.stop()
-                    if recorder is not None:
-                        recorder.stop()
-                    reading(False)
-                    window.seconds = time.monotonic() - t0
+                    window.seconds = _over_schedule(int(m.group(1)), int(m.group(2)), int(m.group(3)), reading,
+                                                    counter, count_over, recorder) or 0.0
                 elif window is not None:
                     window = None
                 stdout = line
@@ -190,6 +213,176 @@ def _run_client(cmd: list[str], seconds: float, out: Path, pids: list[int] | Non
     if rc == -signal.SIGKILL:
         stderr = f"killed after {limit:.0f}s. " + stderr
     return rc, stdout, stderr, window, cpu
+
+
+def host_shares(total: int, hosts: int) -> list[int]:
+    """How a count (connections) is divided between load hosts: as evenly as it goes, the first ones
+    taking the remainder. A rate goes with the connections (each host's share of them)."""
+    return [total // hosts + (1 if i < total % hosts else 0) for i in range(hosts)]
+
+
+def host_name(prefix: tuple[str, ...] | list[str]) -> str:
+    """How a load host is named in messages and results: its prefix as typed."""
+    return " ".join(prefix)
+
+
+def _exited(p: subprocess.Popen) -> bool:
+    """Whether p has ended, leaving it unreaped (the watchdog's PID stays p's)."""
+    return os.waitid(os.P_PID, p.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+
+
+@dataclass
+class Agents:
+    """What the load hosts' loadgens gave (_run_agents)."""
+    merged: hdr.Merged
+    exits: list[int | None]
+    hosts: list[dict]              # per host: name, exit, and its CPUs' readings at the window's ends
+    rusage_cpu_s: float
+
+
+def _run_agents(cmds: list[list[str]], load: Load, tag: str, start_at: float, pids: list[int] | None,
+                read=procs.read_local, db_read=None, counter: syscalls.Counter | None = None,
+                count_over: str = "window", recorder: profile.Recorder | None = None
+                ) -> tuple[Agents, Window | None]:
+    """Run one loadgen per load host (cmds, in load.client_hosts' order), all told to start at start_at
+    (wall clock), and read the server's processes (as _run_client does) and each host's CPUs (through its
+    prefix) when the agreed measured window starts and ends. An agent that ends before the window does
+    has failed: the others are stopped and the run is cut short."""
+    window = Window() if pids is not None else None
+    readers = [procs.RemoteProc(list(h)) for h in load.client_hosts]
+    hosts = [{"name": host_name(h), "cpu_before": {}, "cpu_after": {}} for h in load.client_hosts]
+
+    def reading(before: bool) -> None:
+        if window is not None:
+            samples, lines = read(pids)
+            db = db_read() if db_read is not None else {}
+            if before:
+                window.before, window.cpu_before, window.db_before = samples, lines, db
+            else:
+                window.after, window.cpu_after, window.db_after = samples, lines, db
+        for h, r in zip(hosts, readers):
+            h["cpu_before" if before else "cpu_after"] = r.cpu_lines()
+
+    # The agreed instants on this machine's monotonic clock (the agents convert start_at on theirs).
+    start_ns = time.monotonic_ns() + round((start_at - time.time()) * 1e9)
+    measure_ns = start_ns + round(load.warmup * 1e9)
+    end_ns = measure_ns + round(load.duration * 1e9)
+    outs = [load.tmp / f"{tag}-agent{i + 1}.out" for i in range(len(cmds))]
+    running: list[subprocess.Popen] = []
+    timers: list[threading.Timer] = []
+    limit = load.start_lead + load.warmup + load.duration + 30.0
+
+    def failed() -> bool:
+        return any(_exited(p) for p in running)
+
+    def wait_until(ns: int) -> bool:
+        """Sleep until ns on the monotonic clock; False as soon as an agent has ended."""
+        while (left := (ns - time.monotonic_ns()) / 1e9) > 0:
+            if failed():
+                return False
+            time.sleep(min(left, 0.05))
+        return not failed()
+
+    exits: list[int | None] = []
+    cpu = 0.0
+    overstayed: set[int] = set()
+
+    def overstay(i: int, pid: int) -> None:
+        overstayed.add(i)
+        os.kill(pid, signal.SIGKILL)
+
+    try:
+        for i, (cmd, out) in enumerate(zip(cmds, outs)):
+            with open(out, "wb") as so, open(out.with_suffix(".stderr"), "wb") as se:
+                p = procs.spawn(cmd, stdout=so, stderr=se)
+            running.append(p)
+            timer = threading.Timer(limit, overstay, (i, p.pid))
+            timer.start()
+            timers.append(timer)
+        seconds = _over_schedule(start_ns, measure_ns, end_ns, reading, counter, count_over, recorder, wait_until)
+        if window is not None and seconds is not None:
+            window.seconds = seconds
+        if seconds is None:
+            window = None
+            # One has ended early (it failed): the others are stopped, not waited for, and not blamed.
+            for h, p in zip(hosts, running):
+                if not _exited(p):
+                    h["stopped"] = True
+                    os.kill(p.pid, signal.SIGTERM)
+        for p in running:
+            os.waitid(os.P_PID, p.pid, os.WEXITED | os.WNOWAIT)
+    finally:
+        for timer in timers:
+            timer.cancel()
+        for p in running:
+            _, status, ru = os.wait4(p.pid, 0)
+            p.returncode = rc = os.waitstatus_to_exitcode(status)
+            exits.append(rc)
+            cpu += ru.ru_utime + ru.ru_stime
+            procs.forget(p)
+    outputs, failures = [], {}
+    for i, (h, rc, out, r) in enumerate(zip(hosts, exits, outs, readers)):
+        h["exit"] = rc
+        if h.get("stopped"):
+            continue
+        text = out.read_text(errors="replace") if out.exists() else None
+        outputs.append((h["name"], text))
+        err = out.with_suffix(".stderr").read_text(errors="replace").strip() if out.with_suffix(".stderr").exists() \
+            else ""
+        if rc != 0:
+            why = f"killed after {limit:.0f}s" if i in overstayed else \
+                f"killed by signal {-rc} ({signal.strsignal(-rc)})" if rc is not None and rc < 0 else f"exit code {rc}"
+            failures[h["name"]] = why + (f": {err.splitlines()[-1][:300]}" if err else "")
+        elif r.failure:
+            failures[h["name"]] = f"its CPUs could not be read through the prefix: {r.failure}"
+    return Agents(hdr.merge_agents(outputs, failures), exits, hosts, cpu), window
+
+
+def _agents_result(agents: Agents, load: Load, rec: dict, tag: str) -> dict:
+    """The load hosts' merged result (clients.py's normalized form); rec["client"]["hosts"]: each host's
+    share and CPU; the busiest host's CPU is the client's (a host that saturated limited the run)."""
+    merged = agents.merged
+    rec["problems"] += [f"load host {p}" for p in merged.problems]
+    path = load.tmp / f"{tag}.hlog"
+    path.write_text(hdr.format_log(merged.log, f"{tag}: merged from " + ", ".join(h["name"] for h in agents.hosts)))
+    result = parse_loadgen(merged.doc)
+    if merged.problems:
+        result["ended"], result["message"] = "completed", None   # said above, host by host
+    by_name = {a["name"]: a for a in merged.doc["agents"]}
+    shares = []
+    for h in agents.hosts:
+        a = by_name.get(h["name"], {})
+        cpu = a.get("client_cpu") or {}
+        cpu_s = cpu["user_s"] + cpu["sys_s"] if cpu.get("user_s") is not None else None
+        dur, threads = a.get("duration_s"), a.get("threads")
+        busy = procs.cpus_busy(h["cpu_before"], h["cpu_after"], load.client_cpus) \
+            if load.client_cpus and h["cpu_before"] and h["cpu_after"] else None
+        secs = dur or load.duration
+        shares.append({"name": h["name"], "exit": h["exit"], "connections": a.get("connections", h["connections"]),
+                       "rate": a.get("rate"), "requests": a.get("requests"), "rps": a.get("requests_per_s"),
+                       "cpu_s": cpu_s, "us_per_req": cpu_s / a["requests"] * 1e6 if cpu_s is not None and
+                       a.get("requests") else None,
+                       "util": cpu_s / dur / threads if cpu_s is not None and dur and threads else None,
+                       "cpus_busy": busy[0] / secs / len(load.client_cpus) if busy is not None else None,
+                       "skew_s": a.get("skew_s")})
+    cl = rec["client"]
+    cl["hosts"] = shares
+    cl["hlog"] = f"{load.tmp.name}/{path.name}"
+    cl["rusage_cpu_s"] = agents.rusage_cpu_s
+    cl["exit"] = next((rc for rc in agents.exits if rc != 0), 0)
+    return result
+
+
+def _agents_cpu(rec: dict) -> None:
+    """After _from_result: the client's utilisation is its busiest host's, and that host is named."""
+    cl = rec["client"]
+    shares = [h for h in cl.get("hosts") or [] if h["util"] is not None or h["cpus_busy"] is not None]
+    if not shares:
+        return
+    busiest = max(shares, key=lambda h: max(h["util"] or 0, h["cpus_busy"] or 0))
+    cl["util"] = busiest["util"]
+    cl["cpus_busy"] = busiest["cpus_busy"]
+    cl["busiest_host"] = busiest["name"]
 
 
 def _curve(spectrum: list[list[float]]) -> list[list[float]]:
@@ -381,13 +574,15 @@ def _measure(target: Target, place: Placement, load: Load, client: Client, sc: S
            + (f"-rate{rate:.0f}" if rate else "")).replace("/", "_")
     out = load.tmp / f"{tag}.json"
     url = load.url(place.target_host, target.port, sc.path)
-    cmd = load.placed(client.command(url, sc, conns, load, out, rate))
+    # Load hosts' commands are made as they start (the instant they agree on is in them).
+    cmd = [] if load.client_hosts else load.placed(client.command(url, sc, conns, load, out, rate))
     rec["commands"]["client"] = cmd
     warm = client.warmup_command(url, sc, conns, load)
     counter = _syscall_counter(target, load, tag, rec)
     recorder = _profile_recorder(target, load, tag, rec)
     try:
-        _measure_counted(target, place, load, client, sc, conns, rec, rate, out, cmd, tag, warm, counter, recorder)
+        _measure_counted(target, place, load, client, sc, conns, rec, rate, out, cmd, tag, warm, counter, recorder,
+                         url)
     finally:
         if counter is not None:
             _syscall_counts(counter, target, load, rec, counter.requests)
@@ -397,7 +592,7 @@ def _measure(target: Target, place: Placement, load: Load, client: Client, sc: S
 
 def _measure_counted(target: Target, place: Placement, load: Load, client: Client, sc: Scenario, conns: int,
                      rec: dict, rate: float | None, out: Path, cmd: list[str], tag: str, warm: list[str] | None,
-                     counter: syscalls.Counter | None, recorder: profile.Recorder | None) -> None:
+                     counter: syscalls.Counter | None, recorder: profile.Recorder | None, url: str) -> None:
     if warm is not None:
         ok, answered = _warm_up(load.placed(warm), load, client, tag, rec,
                                 counter if load.syscalls_over == "warmup" else None)
@@ -421,23 +616,37 @@ def _measure_counted(target: Target, place: Placement, load: Load, client: Clien
     if measured and not pids and not (reader is not None and reader.failure):
         rec["problems"].append("the server's processes were not found: its costs cannot be measured")
     db = load.database if sc.database and load.database is not None and load.database.measurable else None
-    rc, stdout, err, window, rusage = _run_client(
-        cmd, (load.warmup if warm is None else 0) + load.duration, out,
-        None if pids is None else [*pids, *(proxy_pids or [])], client.announces,
-        reader.read if reader is not None else procs.read_local, db.sample if db is not None else None,
-        counter if counter is not None and (warm is None or load.syscalls_over == "window") else None,
-        load.syscalls_over, recorder)
-    out.with_suffix(".stdout").write_text(stdout)
-    rec["client"]["exit"] = rc
-    rec["client"]["rusage_cpu_s"] = rusage
-    if rc != 0:
-        rec["problems"].append(f"{client.name} exited with code {rc}" + (f": {err[:300]}" if err else ""))
-    try:
-        result = client.parse(stdout, out)
-    except (OSError, ValueError, KeyError) as e:
-        rec["problems"].append(f"no {client.name} results ({e})")
-        return
+    watched = None if pids is None else [*pids, *(proxy_pids or [])]
+    read = reader.read if reader is not None else procs.read_local
+    db_read = db.sample if db is not None else None
+    counted = counter if counter is not None and (warm is None or load.syscalls_over == "window") else None
+    if load.client_hosts:
+        start_at = time.time() + load.start_lead
+        cmds = [load.placed(client.agent_command(url, sc, share, load, None if rate is None else rate * share / conns,
+                                                 start_at), prefix)
+                for prefix, share in zip(load.client_hosts, host_shares(conns, len(load.client_hosts)))]
+        rec["commands"]["client"], rec["commands"]["agents"] = cmds[0], cmds
+        agents, window = _run_agents(cmds, load, tag, start_at, watched, read, db_read, counted,
+                                     load.syscalls_over, recorder)
+        for h, share in zip(agents.hosts, host_shares(conns, len(load.client_hosts))):
+            h["connections"] = share
+        result = _agents_result(agents, load, rec, tag)
+    else:
+        rc, stdout, err, window, rusage = _run_client(
+            cmd, (load.warmup if warm is None else 0) + load.duration, out, watched, client.announces, read,
+            db_read, counted, load.syscalls_over, recorder)
+        out.with_suffix(".stdout").write_text(stdout)
+        rec["client"]["exit"] = rc
+        rec["client"]["rusage_cpu_s"] = rusage
+        if rc != 0:
+            rec["problems"].append(f"{client.name} exited with code {rc}" + (f": {err[:300]}" if err else ""))
+        try:
+            result = client.parse(stdout, out)
+        except (OSError, ValueError, KeyError) as e:
+            rec["problems"].append(f"no {client.name} results ({e})")
+            return
     _from_result(result, rec, client, load, conns)
+    _agents_cpu(rec)
     if counter is not None and (warm is None or load.syscalls_over == "window"):
         counter.requests = result.get("warmup_requests") if load.syscalls_over == "warmup" else rec["requests"]
     if not target.alive():
@@ -446,7 +655,8 @@ def _measure_counted(target: Target, place: Placement, load: Load, client: Clien
         rec["problems"].append(f"the server's /proc could not be read through the server prefix: {reader.failure}")
     elif measured:
         if window is None:
-            rec["problems"].append(f"{client.name} announced no schedule: the server's costs were not measured")
+            if not load.client_hosts:   # (a load host failed: said so, host by host)
+                rec["problems"].append(f"{client.name} announced no schedule: the server's costs were not measured")
         else:
             _server_costs(window, load, rec, set(proxy_pids or []))
             for name, part in (target.server_parts() if local else {}).items():
@@ -567,7 +777,9 @@ def _noise(w: Window, load: Load, rec: dict, local_cpus: bool = True) -> None:
     if load.client_cpus and load.server_cpus and set(load.client_cpus) & set(load.server_cpus):
         # A load client sharing the server's CPUs (--client-cpus inside --server-cpus) is this run's work too.
         own_server += rec["client"]["cpu_s"] or 0
-    sides = [("server", load.server_cpus, own_server), ("client", load.client_cpus, None)]
+    # Load hosts' CPUs are theirs, read over there (_agents_result), not this machine's.
+    sides = [("server", load.server_cpus, own_server)] + ([] if load.client_hosts else
+                                                           [("client", load.client_cpus, None)])
     if db and load.database is not None and load.server_cpus and \
             (not load.database.cpus or set(load.database.cpus) & set(load.server_cpus)):
         # The database on the server's CPUs is this run's work, not another job's.
@@ -606,6 +818,8 @@ def _limit(rec: dict) -> None:
     if s is None and c is None:
         rec["limited_by"] = "unknown"
         return
-    sat = [name for name, u in (("server", s), ("client", c), ("database", d)) if (u or 0) >= SATURATED]
+    host = rec["client"].get("busiest_host")
+    client = f"client ({host})" if host else "client"   # a load host that saturated is named
+    sat = [name for name, u in (("server", s), (client, c), ("database", d)) if (u or 0) >= SATURATED]
     rec["limited_by"] = (" and ".join([", ".join(sat[:-1]), sat[-1]]) if len(sat) > 2 else " and ".join(sat)) \
         + " CPU" if sat else "neither" if s is not None else "unknown"

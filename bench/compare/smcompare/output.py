@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 
-from . import slo
+from . import slo, summary
 from .significance import LEGEND as TEST_LEGEND, TOO_FEW, fmt_p, verdict
 from .summary import LATENCY_KEYS, SYSCALL_KINDS, client_of
 from .util import fmt_ms, fmt_num, fmt_rate, fmt_ratio, shown_id
@@ -300,6 +300,26 @@ def agreement(results: dict) -> str:
                       fmt_ratio(r["client_cpu_us_per_req"]), str(r["rounds"])])
     out.write(aligned(lines, {0, 1, 2, 3 + sweep}))
     return out.getvalue()
+
+
+def hosts(results: dict) -> str:
+    """--client-host: each load host's share of each row (summary.hosts)."""
+    got = summary.hosts(results)
+    if not got:
+        return ""
+    targets = {t["id"]: t for t in results["targets"]}
+    sweep = bool(swept(results))
+    lines = [["target", "scenario", "conns", *(["threads"] if sweep else []), "host", "its conns", "req/s",
+              "client CPU us/req", "util", "CPUs busy", "skew ms", "busiest"]]
+    pct = lambda x: f"{x * 100:.0f}%"  # noqa: E731
+    for h in got:
+        lines.append([shown_id(h["target"], targets.get(h["target"])), h["scenario"], str(h["connections"]),
+                      *([fmt_threads(h.get("threads"))] if sweep else []), h["host"], str(h["host_connections"]),
+                      _with_spread(h["rps"], fmt_rate), _with_spread(h["us_per_req"], lambda x: f"{x:.2f}"),
+                      _with_spread(h["util"], pct), _with_spread(h["cpus_busy"], pct),
+                      _with_spread(h["skew_s"], lambda x: f"{x * 1e3:.1f}"), f"{h['busiest']}/{h['runs']}"])
+    return ("\nLoad hosts (--client-host; each row above is their sum, its latency from their logs added; "
+            "medians [min-max]):\n" + aligned(lines, {0, 1, 3 + sweep}))
 
 
 def by_scenario(results: dict, rows: list[dict], then=lambda r: 0) -> dict[tuple[str, int], list[dict]]:

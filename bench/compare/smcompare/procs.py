@@ -245,6 +245,10 @@ class RemoteProc:
         out = self._run(["ss", "-Htlnp", f"sport = :{port}"])
         return sorted({int(m) for m in re.findall(r"pid=(\d+)", out)})
 
+    def cpu_lines(self) -> dict[str, list[int]]:
+        """read_cpu_lines() over there ({} and self.failure when it fails)."""
+        return _cpu_lines(self._run(["grep", "^cpu", "/proc/stat"]).splitlines())
+
     def read(self, pids: list[int]) -> tuple[dict[int, dict], dict[str, list[int]]]:
         if not pids:
             return {}, {}
@@ -301,12 +305,19 @@ def read_first_line(p: subprocess.Popen, timeout: float) -> tuple[bytes, bytes, 
 
 def read_cpu_lines() -> dict[str, list[int]]:
     """Per-CPU jiffies from /proc/stat: user nice system idle iowait irq softirq steal."""
-    out = {}
     with open("/proc/stat") as f:
-        for line in f:
-            if line.startswith("cpu"):
-                parts = line.split()
+        return _cpu_lines(f)
+
+
+def _cpu_lines(lines) -> dict[str, list[int]]:
+    out = {}
+    for line in lines:
+        if line.startswith("cpu"):
+            parts = line.split()
+            try:
                 out[parts[0]] = [int(x) for x in parts[1:9]]
+            except ValueError:
+                continue
     return out
 
 

@@ -389,3 +389,26 @@ def winners(results: dict) -> list[dict]:
         if entry["by"]:
             out.append(entry)
     return out
+
+
+def hosts(results: dict) -> list[dict]:
+    """--client-host: per row (target, scenario, connections, threads) and load host, the host's share over
+    the row's valid runs (all its runs when none is valid): its connections, req/s, client CPU per
+    request, utilisation, CPUs busy and start skew as spreads, and in how many runs it was the busiest."""
+    names = [" ".join(h) for h in (results.get("config") or {}).get("client_hosts") or []]
+    groups: dict[tuple, list[dict]] = {}
+    for r in results.get("runs") or []:
+        if (r.get("client") or {}).get("hosts"):
+            groups.setdefault((r["target"], r["scenario"], r["connections"], r.get("threads")), []).append(r)
+    out = []
+    for (target, scenario, conns, threads), rs in groups.items():
+        valid = [r for r in rs if r.get("valid")] or rs
+        for name in names:
+            shares = [h for r in valid for h in r["client"]["hosts"] if h.get("name") == name]
+            row = {"target": target, "scenario": scenario, "connections": conns, "threads": threads, "host": name,
+                   "host_connections": shares[0].get("connections") if shares else None,
+                   "runs": len(valid), "busiest": sum(1 for r in valid if r["client"].get("busiest_host") == name)}
+            for key in ("rps", "us_per_req", "util", "cpus_busy", "skew_s"):
+                row[key] = spread([h.get(key) for h in shares])
+            out.append(row)
+    return out
