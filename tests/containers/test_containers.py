@@ -283,14 +283,19 @@ def cleanup() -> int:
     return 0
 
 
-def main(argv: list[str]) -> int:
-    if argv[1:2] == ["--cleanup"]:
-        return cleanup()
-    prog = unittest.main(module=__name__, argv=argv, exit=False, verbosity=2)
+def run_tests(argv: list[str]) -> int:
+    """unittest on the script run (__main__): 0, 1, or 77 when every test was skipped (ctest's skip)."""
+    prog = unittest.main(module="__main__", argv=argv, exit=False, verbosity=2)
     res = prog.result
     if res.testsRun and len(res.skipped) == res.testsRun and res.wasSuccessful():
         return 77
     return 0 if res.wasSuccessful() else 1
+
+
+def main(argv: list[str]) -> int:
+    if argv[1:2] == ["--cleanup"]:
+        return cleanup()
+    return run_tests(argv)
 
 
 if __name__ == "__main__":
