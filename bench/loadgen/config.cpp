@@ -321,7 +321,9 @@ ParsedConfig parse_config(int argc, const char* const* argv) {
                  "CLOCK_MONOTONIC (for a harness that samples the server's CPU time over exactly "
                  "the measured window). With -n: 'schedule monotonic_ns start=S measure=M "
                  "requests=N limit=E|none' before, and 'measured monotonic_ns first=F last=L' "
-                 "(the first measured request sent, the N-th response) when the load ends");
+                 "(the first measured request sent, the N-th response) when the load ends. With "
+                 "--start-at, when the load ends: 'start_at realtime_s=T started_s=S skew_s=X' "
+                 "(S: when the last load thread woke to begin)");
     app.add_option("--engine", engine,
                    "I/O engine: epoll, uring (io_uring), or auto (uring when io_uring works "
                    "here, else epoll)")

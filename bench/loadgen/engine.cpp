@@ -75,6 +75,7 @@ void Results::merge(const Results& o) {
         first_sent_ns = o.first_sent_ns;
     last_done_ns = std::max(last_done_ns, o.last_done_ns);
     stopped_ns = std::max(stopped_ns, o.stopped_ns);
+    began_ns = std::max(began_ns, o.began_ns);
     all_done = all_done && o.all_done;
 }
 
@@ -380,12 +381,9 @@ Outcome run_load(const Config& config, const Endpoint& endpoint, const std::atom
     const std::int64_t offset = realtime_offset_ns();
     Outcome out;
     out.start_requested_ns = config.start_at_ns;
-    out.started_ns = times.start + offset;
     if (config.start_at_ns && *config.start_at_ns - offset > times.start) {
-        // --start-at in time: the load begins then (converted once), and the
-        // wall-clock instants are the requested one's, exactly.
+        // --start-at in time: the load begins then (converted once).
         times.start = *config.start_at_ns - offset;
-        out.started_ns = *config.start_at_ns;
     }
     times.measure = times.start + config.warmup.count();
     if (config.start_at_ns && *config.start_at_ns - offset + config.warmup.count() > times.start) {
@@ -410,10 +408,6 @@ Outcome run_load(const Config& config, const Endpoint& endpoint, const std::atom
             fmt::print(announce,
                        "schedule monotonic_ns start={} measure={} requests={} limit=none\n",
                        times.start, times.measure, config.request_count);
-        if (config.start_at_ns)
-            fmt::print(announce, "start_at realtime_s={} started_s={} skew_s={}\n",
-                       exact_seconds(*config.start_at_ns), exact_seconds(out.started_ns),
-                       exact_seconds(out.started_ns - *config.start_at_ns));
         std::fflush(announce);
     }
 
@@ -472,6 +466,15 @@ Outcome run_load(const Config& config, const Endpoint& endpoint, const std::atom
     for (const auto& w : workers)
         out.results.merge(w->results());
     Results& r = out.results;
+    // The skew as the threads saw it: from the agreed instant to the last
+    // one's waking (its sleep's lateness; in time, microseconds).
+    out.started_ns = (r.began_ns ? r.began_ns : times.start) + offset;
+    if (config.start_at_ns && config.announce) {
+        fmt::print(announce, "start_at realtime_s={} started_s={} skew_s={}\n",
+                   exact_seconds(*config.start_at_ns), exact_seconds(out.started_ns),
+                   exact_seconds(out.started_ns - *config.start_at_ns));
+        std::fflush(announce);
+    }
     // The measured window as the hlog covers it: from times.measure to where
     // the load stopped (-d's end when it ran its course), with -n to the N-th
     // response when all were answered.

@@ -76,6 +76,8 @@ struct Results {
     std::int64_t last_done_ns = 0;
     std::int64_t stopped_ns = 0;
     bool all_done = true;
+    // When the load began: the last thread to wake at the start (CLOCK_MONOTONIC ns).
+    std::int64_t began_ns = 0;
 
     void merge(const Results& o);
 };
@@ -92,7 +94,7 @@ struct Outcome {
     Results results;
     // Wall-clock (CLOCK_REALTIME) instants, ns since the epoch.
     std::int64_t window_start_ns = 0;  // the measured window began (the hlog's BaseTime)
-    std::int64_t started_ns = 0;       // the load began (the warm-up, if any)
+    std::int64_t started_ns = 0;  // the load began (the warm-up, if any): its last thread woke
     std::optional<std::int64_t> start_requested_ns;  // --start-at
     // How long the measured window ran (what the hlog's intervals cover):
     // -d's duration, or to where the load stopped; -n: to the N-th response.

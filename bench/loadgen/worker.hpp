@@ -679,6 +679,7 @@ void Worker<Io>::run() {
         std::this_thread::sleep_for(std::chrono::nanoseconds(
             std::clamp<std::int64_t>(times_.start - t - 1'000'000, 100'000, 100'000'000)));
     std::int64_t now = now_ns();
+    results_.began_ns = now;
     last_good_ = now;
     next_scan_ = now + scan_interval_;
     // Connections open a batch at a time between rounds of the event loop:
