@@ -40,6 +40,8 @@ examples:
   bench/compare/compare --contender node='node hello.js {port}'
   bench/compare/compare --server-prefix 'ip netns exec srv' --client-prefix 'ip netns exec cli' \\
       --target-host 10.0.0.1
+  bench/compare/compare --targets epoll --client-host 'ssh load1' --client-host 'ssh load2' \\
+      --client-start-lead 3 --target-host 10.0.0.1   # two load hosts, started together, merged exactly
   bench/compare/compare --from OLD/results.json --compare OLDER/results.json
   bench/compare/compare --targets epoll,uring --scenarios plaintext --slo 'p99<=2ms,errors<=0.1%'
                                                       # capacity at a latency objective, searched per target

@@ -77,7 +77,7 @@ class Load:
     def placed(self, cmd: list[str], prefix: tuple[str, ...] | list[str] | None = None) -> list[str]:
         """A client command with the client prefix (or a load host's) and pinned to the client CPUs."""
         taskset = ["taskset", "-c", ",".join(map(str, self.client_cpus))] if self.client_cpus else []
-        return [*(self.client_prefix if prefix is None else prefix), *taskset, *cmd]
+        return procs.through(self.client_prefix if prefix is None else prefix, [*taskset, *cmd])
 
 
 class Window:

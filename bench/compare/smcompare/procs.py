@@ -213,6 +213,12 @@ done
 grep '^cpu' /proc/stat"""
 
 
+def through(prefix: list[str] | tuple[str, ...], argv: list[str]) -> list[str]:
+    """argv run through a command prefix: ssh hands the remote shell one string (so argv is quoted
+    for it); other prefixes (ip netns exec, sudo, kubectl exec ... --) pass argv on as it is."""
+    return [*prefix, shlex.join(argv)] if list(prefix[:1]) == ["ssh"] else [*prefix, *argv]
+
+
 class RemoteProc:
     """The /proc of the machine behind a command prefix (crank's agents read
     their server's the same way). Its clock ticks are taken to be this
@@ -224,9 +230,7 @@ class RemoteProc:
 
     def _run(self, argv: list[str], timeout: float = 15.0) -> str:
         """argv's output over there; "" (and self.failure) when it fails or hangs."""
-        # ssh hands the remote shell one string; other prefixes (ip netns
-        # exec, sudo) pass argv on as it is.
-        cmd = [*self.prefix, shlex.join(argv)] if self.prefix[:1] == ["ssh"] else [*self.prefix, *argv]
+        cmd = through(self.prefix, argv)
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
