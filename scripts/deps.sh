@@ -27,7 +27,7 @@ set -euo pipefail
 declare -A groups=(
   [build]="g++ cmake ninja-build pkg-config make node-llhttp libuv1-dev liburing-dev libsimdjson-dev
            nlohmann-json3-dev libcli11-dev libfmt-dev libpq-dev zlib1g-dev"
-  [test]="clang-14 libclang-rt-14-dev catch2 procps iproute2 python3 python3-jsonschema python3-scipy python3-kubernetes wrk nghttp2-client
+  [test]="clang-14 libclang-rt-14-dev catch2 procps iproute2 curl git python3 python3-jsonschema python3-scipy python3-kubernetes wrk nghttp2-client
           postgresql-15 postgresql-client-15 linux-perf valgrind libhdrhistogram-java default-jre-headless"
   [containers]="podman podman-compose buildah runc conmon containernetworking-plugins
                 golang-github-containernetworking-plugin-dnsname fuse-overlayfs slirp4netns uidmap
