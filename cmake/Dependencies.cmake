@@ -50,7 +50,7 @@ else()
     # frames bodies and checks heads itself, the same in either mode (the
     # framing fuzzer runs against both); strict mode costs 1-2.5% of the
     # session's instructions per request and adds no check the framing guard
-    # does not already make (README, "The protocol core and its guards").
+    # does not already make (docs/internals.md, "The protocol core and its guards").
     # sm_llhttp_strict is the same sources in strict mode, for that fuzzer.
     foreach(lib sm_llhttp sm_llhttp_strict)
       add_library(${lib} STATIC

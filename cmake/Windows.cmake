@@ -8,7 +8,7 @@
 # Wine runs in a prefix of this build's own (<build dir>/wine-prefix), made
 # by the fixture test windows:wine-prefix before any of them.
 #   SM_WINDOWS=AUTO  (default) when mingw-w64 is found; ON: required; OFF: never
-# On a Windows machine none of this applies: the build is native (README).
+# On a Windows machine none of this applies: the build is native (docs/windows.md).
 set(SM_WINDOWS AUTO CACHE STRING "Cross-build and test the Windows model under Wine: AUTO, ON or OFF")
 set_property(CACHE SM_WINDOWS PROPERTY STRINGS AUTO ON OFF)
 if(NOT CMAKE_SYSTEM_NAME STREQUAL "Linux" OR SM_WINDOWS STREQUAL "OFF")

@@ -21,7 +21,7 @@
 #                                               for the db scenarios, python3-scipy for its significance tests)
 #                                   (docker/Dockerfile installs --only build, its bench image bench)
 # On other systems install the equivalents; CMake finds them with
-# find_package/pkg-config (see README "Building elsewhere").
+# find_package/pkg-config (see docs/building.md).
 set -euo pipefail
 
 declare -A groups=(

@@ -24,10 +24,12 @@ says what goes there:
   model-binaries       `server-epoll`, `server-libuv`, ...
   model-binaries-bold  **server-epoll**, **server-libuv**, ...
 
-Every file in PARTS must hold the parts listed for it, each once. Besides,
-README.md's section "The models" must have one paragraph per model, in the
-file's order, beginning "**BINARY** (`servers/NAME`)": the prose is written
-by hand, its list of models is checked.
+Every file in PARTS must hold the parts listed for it, each once (README.md
+the tables, docs/models.md the list of binaries, bench/compare/README.md the
+list of names). Besides, docs/models.md's section "Model by model" must have
+one paragraph per model, in the file's order, beginning "**BINARY**
+(`servers/NAME`)": the prose is written by hand, its list of models is
+checked.
 
 Exit codes: 0 the docs are (now) what servers/models.json gives; 1 --check
 found a part that differs, or a model's paragraph is missing; 2 a part is
@@ -53,13 +55,15 @@ except ValueError as e:          # servers/models.json is not valid
 
 # file (relative to the repository): the parts it must hold
 PARTS = {
-    "README.md": ("model-binaries-bold", "endpoints-table", "workloads-table", "models-table"),
+    "README.md": ("endpoints-table", "workloads-table", "models-table"),
+    "docs/models.md": ("model-binaries-bold",),
     "bench/compare/README.md": ("model-names",),
 }
 PART_RE = re.compile(r"(<!-- generated: ([a-z-]+)\b[^>]*-->)(.*?)(<!-- end generated: \2 -->)", re.S)
 OPENER_RE = re.compile(r"<!-- generated: ([a-z-]+)")
 PLATFORM_NAMES = {"linux": "Linux", "windows": "Windows"}
-MODELS_SECTION = "## The models"
+PARAGRAPHS_FILE = "docs/models.md"   # its section MODELS_SECTION: a paragraph per model
+MODELS_SECTION = "## Model by model"
 
 
 def _cell(text: str, where: str) -> str:
@@ -143,10 +147,10 @@ def regenerate(rel: str, text: str, ms: tuple[models.Model, ...],
 
 
 def check_paragraphs(text: str, ms: tuple[models.Model, ...]) -> str | None:
-    """None when README.md's section The models has one paragraph per model in order, else what is wrong."""
+    """None when PARAGRAPHS_FILE's section MODELS_SECTION has one paragraph per model in order, else what is wrong."""
     section = re.search(rf"^{re.escape(MODELS_SECTION)}\n(.*?)(?=^##+ |\Z)", text, re.M | re.S)
     if section is None:
-        return f"README.md: no section '{MODELS_SECTION}'"
+        return f"{PARAGRAPHS_FILE}: no section '{MODELS_SECTION}'"
     got = re.findall(r"^\*\*([^*\s]+)\*\* \(`servers/([^`]+)`\)", section.group(1), re.M)
     want = [(m.binary, m.name) for m in ms]
     if got == want:
@@ -155,7 +159,7 @@ def check_paragraphs(text: str, ms: tuple[models.Model, ...]) -> str | None:
     def listed(pairs: list[tuple[str, str]]) -> str:
         return ", ".join(f"{b} (servers/{n})" for b, n in pairs) or "none"
 
-    return (f"README.md, {MODELS_SECTION[3:]}: the paragraphs beginning '**BINARY** (`servers/NAME`)' are for "
+    return (f"{PARAGRAPHS_FILE}, {MODELS_SECTION[3:]}: the paragraphs beginning '**BINARY** (`servers/NAME`)' are for "
             f"{listed(got)}; servers/models.json lists {listed(want)}, in that order")
 
 
@@ -183,7 +187,7 @@ def main(argv: list[str]) -> int:
             else:
                 path.write_text(new)
                 print(f"{rel}: rewrote {', '.join(changed)}")
-        why = check_paragraphs((REPO_ROOT / "README.md").read_text(), ms)
+        why = check_paragraphs((REPO_ROOT / PARAGRAPHS_FILE).read_text(), ms)
     except (OSError, ValueError) as e:
         print(f"models_doc.py: {e}", file=sys.stderr)
         return EXIT_BROKEN

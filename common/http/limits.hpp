@@ -1,5 +1,5 @@
 // Request limits enforced by the session. Defaults sit in the range nginx,
-// h2o, Node.js and Kestrel use (see README "Reliability").
+// h2o, Node.js and Kestrel use (see docs/server.md, "Reliability").
 #pragma once
 
 #include <cstddef>
