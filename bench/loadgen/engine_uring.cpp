@@ -220,7 +220,15 @@ void UringWorker::on_recv(Conn& c, int res, unsigned flags) {
         if (!c.recv_armed) arm_recv(c);
         return;
     }
-    if (res < 0) return fail(c, Error::read, errno_text(-res), now_ns());
+    if (res < 0) {
+        // A reset (or any error of the socket) wakes the recv and a send in
+        // flight alike, in an order the kernel chooses: with a send in
+        // flight, the failure is the send's, which completes with it (the
+        // socket's error, or EPIPE once the recv took that): counted there,
+        // a write error as with epoll, whose send sees it first.
+        if (c.send_busy) return;
+        return fail(c, Error::read, errno_text(-res), now_ns());
+    }
     if (!c.recv_armed) arm_recv(c);
 }
 

@@ -173,6 +173,16 @@ server-epoll 11663/11665    1000000
         named = profile.fold(profile.parse_script(unnamed.splitlines(keepends=True)), profile.Groups(),
                              {11663: "server-epoll"})
         self.assertEqual(named.stacks, got.stacks)
+        # A sample whose call chain perf script could not resolve is one line, its sampled frame on it, and no
+        # blank line after it: still a sample of its own, as is one of a task past its exit (pid -1).
+        one_line = ("server-epoll 11663/11665    1000000     ffffffff8223b5d1 do_syscall_64 ([kernel.kallsyms])\n"
+                    ":-1    -1/-1      1000000 \n\t            cbcd main (/bin/x)\n\n")
+        samples = list(profile.parse_script((one_line + self.SCRIPT).splitlines(keepends=True)))
+        self.assertEqual(len(samples), 7)
+        self.assertEqual(samples[0], profile.Sample(11663, "server-epoll", 1000000,
+                                                    [("do_syscall_64", "[kernel.kallsyms]", True)]))
+        self.assertEqual((samples[1].pid, samples[1].frames), (-1, [("main", "/bin/x", False)]))
+        self.assertEqual(samples[2:], list(profile.parse_script(self.SCRIPT.splitlines(keepends=True))))
         # Written and read back the same; a line without its count is refused.
         import tempfile
         with tempfile.TemporaryDirectory() as tmp:

@@ -115,7 +115,12 @@ class Groups:
 
 # -- perf script's output --------------------------------------------------------------------------
 
-_HEAD = re.compile(r"^(?P<comm>\S.*?)\s+(?P<pid>\d+)/(?P<tid>\d+)\s+(?P<period>\d+)\s*$")
+# A sample's first line: "comm pid/tid period", its frames on the lines after it, one each, then a blank
+# line. A sample whose call chain perf script could not resolve is one line, its sampled frame on it:
+# "comm pid/tid period ip sym (dso)" (builtin-script.c: fputc(cursor ? '\n' : ' ')), with no blank line
+# after it. pid/tid read -1 for a task the kernel no longer had a pid for (sampled as it exited).
+_HEAD = re.compile(r"^(?P<comm>\S.*?)\s+(?P<pid>-?\d+)/(?P<tid>-?\d+)\s+(?P<period>\d+)"
+                   r"(?:\s+(?P<ip>[0-9a-f]+)\s+(?P<sym>.*?)\s+\((?P<dso>[^()]*)\))?\s*$")
 _FRAME = re.compile(r"^\s+(?P<ip>[0-9a-f]+)\s+(?P<sym>.*?)\s+\((?P<dso>[^()]*)\)\s*$")
 SCRIPT_FIELDS = "comm,pid,tid,period,ip,sym,dso"
 # Without inlined frames: the binaries carry no debug information to name them, and what perf guesses
@@ -152,10 +157,15 @@ def parse_script(text: Iterable[str]) -> Iterator[Sample]:
                 yield Sample(pid, comm, period, sample())
             comm, raw = None, []
             continue
+        # A line at the margin is a sample's first (frames are indented): it ends the one before, if any.
+        m = None if line[:1].isspace() else _HEAD.match(line)
+        if m:
+            if comm is not None:
+                yield Sample(pid, comm, period, sample())
+            comm, period, pid = m.group("comm").replace(";", ":"), int(m.group("period")), int(m.group("pid"))
+            raw = [(m.group("sym"), m.group("dso"), int(m.group("ip"), 16))] if m.group("ip") else []
+            continue
         if comm is None:
-            m = _HEAD.match(line)
-            if m:
-                comm, period, pid = m.group("comm").replace(";", ":"), int(m.group("period")), int(m.group("pid"))
             continue
         m = _FRAME.match(line)
         if m:
