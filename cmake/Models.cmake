@@ -5,6 +5,7 @@
 #   SM_MODEL_<name>_PLATFORM    linux or windows
 #   SM_MODEL_<name>_LIBRARIES   the libraries it needs: libuv, liburing
 #   SM_MODEL_<name>_DATABASE    ON when it reaches PostgreSQL (--db), else OFF
+#   SM_MAX_DB_CONNECTIONS       limits.db_connections: the most --db-connections
 # and defines sm_model_buildable(<name> <ok-var> <why-var>): whether the model
 # can be built here (its platform, and its libraries found by
 # cmake/Dependencies.cmake, included before this), else why not.
@@ -98,6 +99,11 @@ foreach(_sm_i RANGE ${_sm_last})
   endif()
 endforeach()
 
+_sm_models_get(SM_MAX_DB_CONNECTIONS NUMBER limits db_connections)
+if(NOT SM_MAX_DB_CONNECTIONS MATCHES "^[1-9][0-9]*$")
+  message(FATAL_ERROR "${SM_MODELS_FILE}: limits.db_connections '${SM_MAX_DB_CONNECTIONS}': expected a whole number >= 1")
+endif()
+
 # The list for C++: runtime/models.hpp in SM_GENERATED_DIR (sm_runtime's
 # serve() takes a model's --help line from it). Written only when it changes.
 set(SM_GENERATED_DIR "${PROJECT_BINARY_DIR}/generated")
@@ -118,6 +124,10 @@ struct ListedModel {
 
 inline constexpr ListedModel kListedModels[] = {
 ${_sm_listed}};
+
+// The most --db-connections a model takes (connections per thread; the
+// event-loop models keep a slot for each): servers/models.json's limits.
+inline constexpr unsigned kMaxDbConnections = ${SM_MAX_DB_CONNECTIONS};
 
 }  // namespace sm::runtime
 " @ONLY)

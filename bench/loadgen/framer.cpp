@@ -4,8 +4,12 @@
 #include <array>
 #include <cstring>
 
+#include "http/chars.hpp"
+
 namespace sm::loadgen {
 namespace {
+
+using http::chars::trim;
 
 constexpr auto npos = std::string_view::npos;
 
@@ -18,14 +22,6 @@ bool iequals(std::string_view a, std::string_view lower_b) noexcept {
     for (std::size_t i = 0; i < a.size(); ++i)
         if (lower(a[i]) != lower_b[i]) return false;
     return true;
-}
-
-std::string_view trim(std::string_view s) noexcept {
-    while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
-        s.remove_prefix(1);
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
-        s.remove_suffix(1);
-    return s;
 }
 
 bool is_digit(char c) noexcept {

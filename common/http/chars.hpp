@@ -55,6 +55,14 @@ inline constexpr std::array<std::uint8_t, 256> kTable = make_table();
 [[nodiscard]] constexpr bool is_digit(char c) noexcept {
     return c >= '0' && c <= '9';
 }
+// s without the optional whitespace (OWS: SP / HTAB, RFC 9110 5.6.3) at either end.
+[[nodiscard]] constexpr std::string_view trim(std::string_view s) noexcept {
+    while (!s.empty() && is_ws(s.front()))
+        s.remove_prefix(1);
+    while (!s.empty() && is_ws(s.back()))
+        s.remove_suffix(1);
+    return s;
+}
 // Lower-cases an ASCII letter (and leaves other bytes as they are).
 [[nodiscard]] constexpr char lower(char c) noexcept {
     return c >= 'A' && c <= 'Z' ? static_cast<char>(c | 0x20) : c;

@@ -94,7 +94,7 @@ ParsedOptions parse_server_options(std::string_view program_name, std::string_vi
     app.add_option("--db-connections", o.db_connections,
                    "Database connections per thread (event-loop models multiplex them; the "
                    "blocking models use one per thread)")
-        ->check(CLI::Range(1u, 64u))
+        ->check(CLI::Range(1u, kMaxDbConnections))
         ->capture_default_str()
         ->group(workloads);
     app.add_option("--fortunes", fortunes,

@@ -13,6 +13,7 @@
 
 #include "http/limits.hpp"
 #include "http/response.hpp"
+#include "runtime/models.hpp"
 
 namespace sm::runtime {
 
@@ -57,7 +58,8 @@ struct ServerOptions {
     // /db and /queries answer 503 saying so.
     std::string db;
     // --db-connections: database connections per thread, where the model
-    // can use more than one (its event loop multiplexes them).
+    // can use more than one (its event loop multiplexes them); at most
+    // kMaxDbConnections.
     unsigned db_connections = 1;
     // --fortunes: where /fortunes takes its rows from (database by default
     // when --db is given).

@@ -46,5 +46,9 @@ inline constexpr std::chrono::milliseconds kLimitPause{10};
 // stopping, for the others to finish) looks again whether it should stop or
 // is done: a stop request from a signal handler wakes no condition variable.
 inline constexpr std::chrono::milliseconds kStopPoll{20};
+// The longest one wait for events (epoll_wait, GetQueuedCompletionStatusEx)
+// is given when the next deadline is further away: a minute, after which the
+// loop works the deadline out again.
+inline constexpr std::chrono::milliseconds kMaxWait{60'000};
 
 }  // namespace sm::runtime

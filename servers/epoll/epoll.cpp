@@ -299,7 +299,7 @@ void Reactor::deliver(void* owner, const http::Job& job, const http::JobResult& 
 }
 
 void Reactor::watch(int fd, bool read, bool write) noexcept {
-    // A slot per database connection (--db-connections <= 64): its tag in
+    // A slot per database connection (--db-connections <= kMaxDbConnections): its tag in
     // the epoll set says which fd is ready.
     auto slot = static_cast<std::size_t>(std::find(db_fds_.begin(), db_fds_.end(), fd) - db_fds_.begin());
     const bool added = slot == db_fds_.size();
@@ -327,7 +327,7 @@ int Reactor::next_timeout_ms() {
     if (db_) next = std::min(next, db_->next_deadline());
     if (next == Clock::time_point::max()) return -1;
     const auto wait = std::chrono::ceil<std::chrono::milliseconds>(next - Clock::now());
-    return wait.count() <= 0 ? 0 : static_cast<int>(std::min<long long>(wait.count(), 60'000));
+    return wait.count() <= 0 ? 0 : static_cast<int>(std::min(wait, runtime::kMaxWait).count());
 }
 
 }  // namespace sm::epoll

@@ -80,9 +80,9 @@ class Reactor final : db::Loop {
     Clock::time_point now_{};  // read once per loop iteration
     // --db: this thread's database connections; their sockets' epoll tags.
     std::optional<db::AsyncClient> db_;
-    // (--db-connections is at most 64.)
-    std::array<int, 64> db_fds_{};
-    std::array<char, 64> db_tags_{};
+    // (--db-connections is at most runtime::kMaxDbConnections.)
+    std::array<int, runtime::kMaxDbConnections> db_fds_{};
+    std::array<char, runtime::kMaxDbConnections> db_tags_{};
 };
 
 }  // namespace sm::epoll

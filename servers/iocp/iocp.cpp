@@ -375,7 +375,7 @@ DWORD Worker::next_timeout_ms() const {
     const Clock::time_point next = conns_.next_deadline();
     if (next == Clock::time_point::max()) return INFINITE;
     const auto wait = std::chrono::ceil<std::chrono::milliseconds>(next - Clock::now());
-    return wait.count() <= 0 ? 0 : static_cast<DWORD>(std::min<long long>(wait.count(), 60'000));
+    return wait.count() <= 0 ? 0 : static_cast<DWORD>(std::min(wait, runtime::kMaxWait).count());
 }
 
 // --- The threads ------------------------------------------------------------------

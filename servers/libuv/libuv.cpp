@@ -279,7 +279,7 @@ void Worker::watch(int fd, bool read, bool write) noexcept {
                 slot = &p;
                 break;
             }
-        // (--db-connections is at most 64.)
+        // (--db-connections is at most runtime::kMaxDbConnections.)
         if (slot == nullptr || uv_poll_init(&loop_, &slot->poll, fd) != 0) return;
         slot->poll.data = slot;
         slot->fd = fd;

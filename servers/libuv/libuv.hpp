@@ -153,7 +153,7 @@ class Worker final : db::Loop {
         int fd = -1;
         bool in_use = false;  // from uv_poll_init until the close callback
     };
-    std::array<DbPoll, 64> db_polls_{};
+    std::array<DbPoll, runtime::kMaxDbConnections> db_polls_{};
     uv_prepare_t db_flush_{};
     std::optional<db::AsyncClient> db_;
 };

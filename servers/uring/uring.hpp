@@ -141,7 +141,7 @@ class Worker final : db::Loop {
         std::uint32_t generation = 0;
         bool armed = false;      // a poll of this generation is in flight
     };
-    std::array<DbPoll, 64> db_polls_{};  // (--db-connections is at most 64)
+    std::array<DbPoll, runtime::kMaxDbConnections> db_polls_{};  // one per --db-connections
     std::optional<db::AsyncClient> db_;
 };
 

@@ -146,41 +146,8 @@ TCP_STATES = {"01": "ESTABLISHED", "02": "SYN_SENT", "03": "SYN_RECV", "04": "FI
 
 def tcp_sockets(port: int) -> list[tuple[str, int, str]]:
     """(state, inode, remote address) of the TCP sockets on local port (this network namespace)."""
-    found = []
-    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(name, encoding="ascii") as f:
-                lines = f.readlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            cols = line.split()
-            if len(cols) > 9 and int(cols[1].rsplit(":", 1)[1], 16) == port:
-                found.append((TCP_STATES.get(cols[3], cols[3]), int(cols[9]), cols[2]))
-    return found
-
-
-def listeners(port: int) -> list[int]:
-    """Socket inodes listening on TCP port (this network namespace)."""
-    return [inode for state, inode, _ in tcp_sockets(port) if state == "LISTEN"]
-
-
-def socket_owners(inodes: list[int]) -> list[int]:
-    wanted = {f"socket:[{i}]" for i in inodes}
-    owners = []
-    for pid in all_pids():
-        try:
-            fds = os.listdir(f"/proc/{pid}/fd")
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                if os.readlink(f"/proc/{pid}/fd/{fd}") in wanted:
-                    owners.append(pid)
-                    break
-            except OSError:
-                continue
-    return owners
+    return [(TCP_STATES.get(s["state"], s["state"]), s["inode"], s["remote"])
+            for s in procs.tcp_sockets() if s["local_port"] == port]
 
 
 def bind_error(port: int) -> str | None:
@@ -222,7 +189,8 @@ def port_problem(port: int, is_ours=lambda info: True, grace: float = 2.0) -> st
         socks = tcp_sockets(port)
         details, blocking = [], False
         for state, inode, remote in socks:
-            infos = [i for i in (read_proc(p) for p in (socket_owners([inode]) if inode else [])) if i]
+            infos = [i for i in (read_proc(p) for p in (procs.socket_owners({f"socket:[{inode}]"}) if inode else []))
+                     if i]
             ours = any(is_ours(i) for i in infos)
             if ours or (state == "LISTEN" and not infos):
                 blocking = True

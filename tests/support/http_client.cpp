@@ -17,6 +17,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "http/chars.hpp"
 #include "support/wait.hpp"
 
 namespace sm::test {
@@ -26,13 +27,7 @@ char lower(char c) noexcept {
     return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c;
 }
 
-std::string_view trim(std::string_view s) noexcept {
-    while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
-        s.remove_prefix(1);
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
-        s.remove_suffix(1);
-    return s;
-}
+using http::chars::trim;
 
 std::string errno_text(std::string_view what, int err) {
     return std::string(what) + ": " + std::strerror(err);

@@ -4,27 +4,26 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime as dt
 import json
 import os
 import re
-import resource
 import shlex
-import signal
 import sys
 import time
 from pathlib import Path
 
-from . import checks, clients, envinfo, fixedload, output, procs, profile, slo, syscalls, wine, workloads
+from . import checks, clients, fixedload, output, procs, profile, slo, syscalls, wine, workloads
+from . import results as results_mod
 from . import scenarios as scenarios_mod
-from .database import Database, redact
+from .database import Database
 from .measure import Load, Scenario, run_once
-from .models import BY_NAME, FLOORS
+from .models import BY_NAME, FLOORS, MAX_DB_CONNECTIONS
 from .summary import agreement, compare, scenario_baselines, summarize, thread_sweep, upgrade, winners
 from .hosting import ContainerTarget, Engine, describe_options, hosted_targets, parse_hosting
 from .targets import (ALL_TARGETS, DEFAULT_TARGETS, REPO_ROOT, WINE_MODELS, ContenderTarget, H2oTarget,
                       ModelTarget, NginxTarget, Placement, StartError, Target, at_count, parse_contender)
-from .util import Interrupted, SetupError, cpu_list, cpus_option, fmt_duration, log
+from .util import (Interrupted, SetupError, add_binary_options, cpu_list, cpus_option, fmt_duration, log,
+                   name_list, need_loadgen, now_iso, on_stop_signals, raise_nofile, resolve_loadgen, stamped_dir)
 
 EXIT_OK, EXIT_CHECK, EXIT_SETUP, EXIT_PROBLEMS, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 TECHEMPOWER = {"plain": (16, 32, 64, 128, 256, 512), "pipelined": (256, 1024, 4096, 16384)}
@@ -185,12 +184,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     d.add_argument("--db-cpus", help="CPU list for the PostgreSQL the comparison starts, or 'none' (default: the "
                                      "client CPUs)")
     d.add_argument("--db-connections", type=int, metavar="N",
-                   help="database connections per server thread, passed to the models (1..64; their default: 1; "
-                        "only the event-loop models use more than one)")
+                   help=f"database connections per server thread, passed to the models (1..{MAX_DB_CONNECTIONS}; "
+                        "their default: 1; only the event-loop models use more than one)")
     b = ap.add_argument_group("binaries")
-    b.add_argument("--build-dir", type=Path, default=REPO_ROOT / "build" / "release",
-                   help="build directory with servers/, bench/floor, bench/loadgen (default: build/release)")
-    b.add_argument("--loadgen", type=Path, help="loadgen binary (default: BUILD_DIR/bench/loadgen/loadgen)")
+    add_binary_options(b, REPO_ROOT, "servers/, bench/floor, bench/loadgen")
     b.add_argument("--wrk", default="wrk", help="wrk executable, for --client wrk (default: %(default)s)")
     b.add_argument("--h2load", default="h2load", help="h2load executable, for --client h2load (default: %(default)s)")
     b.add_argument("--engine", choices=("auto", "epoll", "uring"), default="auto",
@@ -275,8 +272,8 @@ def _resolve(a: argparse.Namespace) -> None:
                                                                          "--pipeline-connections")
     a.scenario_list = scenarios_mod.build(names, queries, a.depth, plain, piped)
     a.queries_list = queries
-    if a.db_connections is not None and not 1 <= a.db_connections <= 64:
-        raise ValueError(f"--db-connections {a.db_connections}: expected 1..64 (per server thread)")
+    if a.db_connections is not None and not 1 <= a.db_connections <= MAX_DB_CONNECTIONS:
+        raise ValueError(f"--db-connections {a.db_connections}: expected 1..{MAX_DB_CONNECTIONS} (per server thread)")
     needs_db = any(sc.database for sc in a.scenario_list)
     if not needs_db and (a.db or a.db_cpus or a.db_connections):
         log("note: --db, --db-cpus and --db-connections are for the db scenarios (fortunes-db, db, queries); "
@@ -285,12 +282,7 @@ def _resolve(a: argparse.Namespace) -> None:
         raise ValueError("--db: an empty connection string")
     a.target_names = None
     if a.targets is not None:
-        a.target_names = [x.strip() for x in a.targets.split(",") if x.strip()]
-        bad = [x for x in a.target_names if x not in ALL_TARGETS]
-        if bad:
-            raise ValueError(f"--targets: unknown {', '.join(bad)} (expected: {', '.join(ALL_TARGETS)})")
-        if len(set(a.target_names)) != len(a.target_names):
-            raise ValueError("--targets: a target is named twice")
+        a.target_names = name_list(a.targets, "--targets", ALL_TARGETS)
     a.hosting_list = parse_hosting(a.hosting)
     a.container_options = [o for opt in a.container_option for o in describe_options(opt)]
     a.container_engine = Engine.pick(a.container_engine)
@@ -335,7 +327,7 @@ def _resolve(a: argparse.Namespace) -> None:
     a.remote = a.server_remote or (a.server_prefix_list[:1] == ["ssh"])
     loopback = a.target_host in ("localhost", "::1") or a.target_host.startswith("127.")
     a.listen = a.server_address or (a.target_host if loopback else ("::" if ":" in a.target_host else "0.0.0.0"))
-    a.loadgen = a.loadgen or a.build_dir / "bench" / "loadgen" / "loadgen"
+    resolve_loadgen(a)
     a.client_names = clients.parse_list(a.client)
     if a.client_host_list:
         if a.client_names != ["loadgen"]:
@@ -576,20 +568,6 @@ class Progress:
             sys.stderr.flush()
 
 
-def _raise_interrupted(signum, _frame):
-    raise Interrupted(signal.Signals(signum).name)
-
-
-def _raise_nofile() -> None:
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < hard:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-
-
-def now_iso() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-
-
 def _syscall_counting(a: argparse.Namespace) -> dict:
     """Load's perf and syscalls_over for --syscalls; a.syscalls_config: what results.json says of it."""
     over = a.syscalls
@@ -658,20 +636,17 @@ def _profiling(a: argparse.Namespace) -> profile.Profiler | None:
 
 def measure(a: argparse.Namespace) -> tuple[dict, bool]:
     """Run the whole comparison; (results, interrupted)."""
-    if ("loadgen" in a.client_names or a.rate_list or a.objective) and not a.loadgen.exists():
-        raise SetupError(f"loadgen not found at {a.loadgen}; build it first:\n"
-                         "  cmake --preset release && cmake --build --preset release\n"
-                         "(or run scripts/compare.sh, which does that), or pass --build-dir/--loadgen")
+    if "loadgen" in a.client_names or a.rate_list or a.objective:
+        need_loadgen(a.loadgen, "scripts/compare.sh")
     exes = {"loadgen": str(a.loadgen), "wrk": a.wrk, "h2load": a.h2load}
     load_clients = [clients.make(n, exes[n]) for n in a.client_names]
     missing = [m for c in load_clients if (m := c.missing())]
     if missing:
         raise SetupError("; ".join(missing))
-    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    a.out = a.out or REPO_ROOT / "bench" / "results" / f"compare-{stamp}"
+    a.out = a.out or stamped_dir(REPO_ROOT / "bench" / "results", "compare")
     logs = a.out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    _raise_nofile()
+    raise_nofile()
     started = now_iso()
     max_conns = max(max(s.connections) for s in a.scenario_list)
     # With load hosts, the readiness probe and the answers' checks go from the first.
@@ -804,60 +779,8 @@ def measure(a: argparse.Namespace) -> tuple[dict, bool]:
             a.database.stop()
         if place.cgroup is not None:
             place.cgroup.remove()
-    database = a.database
-    for t in targets:
-        if t.status == "measured" and not any(r["target"] == t.id and r["valid"] for r in runs) and runs \
-                and not interrupted:
-            t.status, t.reason = "failed", "no valid run"
-    versions = {c.name: c.version() or "unknown" for c in load_clients}
-    for t in targets:
-        if isinstance(t, wine.WineTarget):
-            # Never run directly: binfmt_misc may hand a .exe to Wine with the user's prefix.
-            if t.version:
-                versions[t.binary.name] = t.version
-            if t.wine.version:
-                versions["wine"] = t.wine.version
-        elif isinstance(t, ModelTarget) and t.binary.exists() and t.name not in versions:
-            versions[t.name if t.kind == "floor" else t.binary.name] = \
-                envinfo.tool_version([str(t.binary), "--version"]) or "unknown"
-        elif t.version:
-            versions[t.name] = t.version
-        if isinstance(t, ContainerTarget) and t.engine.image not in versions and not t.engine.unusable():
-            versions[t.engine.image] = t.engine.image_label()
-    results = {
-        "tool": "servermodels-compare", "schema": 1, "started": started, "finished": now_iso(),
-        "ended": "interrupted" if interrupted else "completed",
-        "command": [sys.argv[0], *((x.replace(a.db, redact(a.db)) for x in a.argv) if a.db else a.argv)],
-        "environment": envinfo.environment(a.cpus_allowed, versions),
-        "config": {"quick": a.quick, "rounds": a.rounds, "duration_s": a.duration, "warmup_s": a.warmup,
-                   "timeout_s": a.timeout, "pairing": a.pairing,
-                   "pause_s": a.pause, "server_cpus": cpu_list(a.server_cpu_list),
-                   "client_cpus": cpu_list(a.client_cpu_list), "server_threads": a.server_threads,
-                   "server_thread_counts": list(a.thread_counts),
-                   "client_threads": a.client_threads, "target_host": a.target_host,
-                   "server_address": a.listen, "server_prefix": a.server_prefix_list,
-                   "client_prefix": a.client_prefix_list, "client_hosts": [list(h) for h in a.client_host_list],
-                   "server_remote": a.remote, "modes": a.modes,
-                   "engine": a.engine, "clients": a.client_names, "rates": [w for w, _ in a.rate_list],
-                   "slo": a.objective.as_json() if a.objective is not None else None,
-                   "scenarios": [s.as_json() for s in a.scenario_list],
-                   "hosting": a.hosting_list, "container_engine": a.container_engine, "image": a.image,
-                   "build_dir": str(a.build_dir), "queries": a.queries_list,
-                   "db_cpus": cpu_list(database.cpus) if database is not None and database.cpus else None,
-                   "db_connections": a.db_connections, "syscalls": a.syscalls_config,
-                   **({"profile": a.profile_config} if a.profile_config is not None else {})},
-        "database": database.describe() if database is not None else None,
-        "baseline": None,
-        "targets": [{"id": t.id, "name": t.name, "kind": t.kind, "mode": t.mode, "label": t.label,
-                     "hosting": getattr(t, "hosting", "bare"), "under": t.under, "note": t.note,
-                     "command": t.command, "requested": t.requested, "status": t.status, "reason": t.reason,
-                     "scenarios": t.scenarios, "unserved": t.unserved, "takes_threads": t.takes_threads}
-                    for t in targets],
-        "runs": runs,
-        "summary": [],
-        **({"fixed_runs": fixed_runs, "fixed_load": []} if a.rate_list else {}),
-        **({"slo_runs": slo_runs, "slo": {"searches": searches, "capacity": []}} if a.objective is not None else {}),
-    }
+    results = results_mod.build(a, targets, load_clients, started=started, interrupted=interrupted, runs=runs,
+                                fixed_runs=fixed_runs, slo_runs=slo_runs, searches=searches)
     results["baseline"] = pick_baseline(a.baseline, targets, a.modes)
     return results, interrupted
 
@@ -940,8 +863,7 @@ def finish(results: dict, a: argparse.Namespace) -> int:
 def main(argv: list[str]) -> int:
     a = parse_args(argv)
     a.argv = argv
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _raise_interrupted)
+    on_stop_signals()
     try:
         if a.from_:
             try:

@@ -138,7 +138,20 @@ def load_all(path: Path = MODELS_FILE) -> tuple[tuple[Model, ...], tuple[Endpoin
     return tuple(models), tuple(endpoints), tuple(workloads)
 
 
+def load_limits(path: Path = MODELS_FILE) -> dict[str, int]:
+    """The models' limits of a models.json ("limits": db_connections, the most --db-connections a
+    model takes, which the C++ reads from it too); ValueError when they are not whole numbers >= 1."""
+    try:
+        limits = json.loads(path.read_text())["limits"]
+        if not isinstance(limits["db_connections"], int) or limits["db_connections"] < 1:
+            raise ValueError("limits.db_connections: expected a whole number >= 1")
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{path}: {e}") from None
+    return limits
+
+
 ALL_MODELS, ENDPOINTS, WORKLOADS = load_all()
+MAX_DB_CONNECTIONS = load_limits()["db_connections"]
 BY_NAME = {m.name: m for m in ALL_MODELS}
 MODELS = tuple(m.name for m in ALL_MODELS if m.platform == PLATFORM)
 # "floor" always: every comparison's reference, whatever the models' shapes.

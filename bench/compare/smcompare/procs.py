@@ -494,7 +494,8 @@ def tcp_sockets() -> list[dict]:
     tcp6: local_port, remote_port, state (the hex st column: TCP_ESTABLISHED,
     TCP_LISTEN, ...), tx_queue and rx_queue (bytes: unacknowledged sent, and
     received but not read by the owner; a listener's accept queue), inode
-    ("socket:[INODE]" as /proc/PID/fd links read; 0 once no process holds it)."""
+    ("socket:[INODE]" as /proc/PID/fd links read; 0 once no process holds it), remote (the peer's
+    address:port as the table writes it, in hex)."""
     out = []
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
@@ -508,7 +509,7 @@ def tcp_sockets() -> list[dict]:
                     out.append({"local_port": int(fields[1].rpartition(":")[2], 16),
                                 "remote_port": int(fields[2].rpartition(":")[2], 16),
                                 "state": fields[3], "tx_queue": int(tx, 16), "rx_queue": int(rx, 16),
-                                "inode": int(fields[9])})
+                                "inode": int(fields[9]), "remote": fields[2]})
         except OSError:
             continue
     return out
@@ -528,9 +529,13 @@ def listening(port: int) -> bool:
 
 def listener_pids(port: int) -> list[int]:
     """The processes of this machine with a socket listening on TCP port (whose descriptors may be read)."""
-    inodes = listen_inodes(port)
+    return socket_owners(listen_inodes(port))
+
+
+def socket_owners(sockets: set[str]) -> list[int]:
+    """The processes of this machine holding one of the sockets ("socket:[INODE]") in a descriptor."""
     owners = []
-    for ent in os.listdir("/proc") if inodes else []:
+    for ent in os.listdir("/proc") if sockets else []:
         if not ent.isdigit():
             continue
         try:
@@ -539,7 +544,7 @@ def listener_pids(port: int) -> list[int]:
             continue
         for fd in fds:
             try:
-                if os.readlink(f"/proc/{ent}/fd/{fd}") in inodes:
+                if os.readlink(f"/proc/{ent}/fd/{fd}") in sockets:
                     owners.append(int(ent))
                     break
             except OSError:

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from . import probe, procs
 from .models import ALL_MODELS, BENCHMARKED, BY_NAME, FLOORS, MODELS, PLATFORM
+from .util import tail
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 PEERS_DIR = REPO_ROOT / "bench" / "peers"
@@ -128,14 +129,6 @@ class Placement:
         if r.returncode == 0:
             return None
         return (r.stdout.strip() or r.stderr.strip() or f"probe exited with code {r.returncode}").splitlines()[0]
-
-
-def _tail(path: Path, n: int = 1) -> str:
-    try:
-        lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
-    except OSError:
-        return ""
-    return " | ".join(lines[-n:])
 
 
 @dataclass
@@ -286,7 +279,7 @@ class ModelTarget(Target):
                 rc = self.proc.wait(5)
             except subprocess.TimeoutExpired:
                 rc = None
-            why = _tail(err_path) or f"exit code {rc}"
+            why = tail(err_path) or f"exit code {rc}"
             # It could not start here (io_uring refused, a bad prefix, ...):
             # skipped with its own words.
             raise StartError(f"cannot start here: {why}", True)
@@ -319,7 +312,7 @@ class PortTarget(Target):
         try:
             place.wait_port(self.port, self.proc)
         except StartError as e:
-            why = _tail(err_path, 3)
+            why = tail(err_path, 3)
             raise StartError(f"{e.reason}{': ' + why if why else ''}", e.skipped) from None
 
 

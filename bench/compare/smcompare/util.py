@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import re
+import resource
+import signal
 import statistics
 import sys
+from pathlib import Path
 
 
 class SetupError(Exception):
@@ -14,6 +18,63 @@ class SetupError(Exception):
 
 class Interrupted(Exception):
     """SIGTERM/SIGHUP received; handled like Ctrl-C."""
+
+
+def raise_interrupted(signum, _frame):
+    """A signal handler: SIGTERM/SIGHUP become Interrupted."""
+    raise Interrupted(signal.Signals(signum).name)
+
+
+def on_stop_signals() -> None:
+    """SIGTERM and SIGHUP raise Interrupted (handled like Ctrl-C)."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, raise_interrupted)
+
+
+def raise_nofile() -> int:
+    """The soft descriptor limit raised to the hard one; the hard one."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return hard
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def stamped_dir(parent: Path, tool: str) -> Path:
+    """parent/TOOL-YYYYmmdd-HHMMSS: a run's default output folder."""
+    return parent / f"{tool}-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+
+
+def need_loadgen(loadgen: Path, script: str) -> None:
+    """SetupError unless the loadgen binary exists; script: the scripts/ wrapper that builds it."""
+    if not loadgen.exists():
+        raise SetupError(f"loadgen not found at {loadgen}; build it first:\n"
+                         "  cmake --preset release && cmake --build --preset release\n"
+                         f"(or run {script}, which does that), or pass --build-dir/--loadgen")
+
+
+def tail(path: Path, n: int = 1) -> str:
+    """The last n non-blank lines of a file, joined by " | " ("" if it cannot be read)."""
+    try:
+        lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return " | ".join(lines[-n:])
+
+
+def text_table(rows: list[list[str]], right: set[int]) -> str:
+    """rows (the first the header) as an indented text table; columns in right are right-aligned."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = []
+    for j, r in enumerate(rows):
+        cells = [c.rjust(widths[i]) if i in right else c.ljust(widths[i]) for i, c in enumerate(r)]
+        lines.append("  " + "  ".join(cells).rstrip())
+        if j == 0:
+            lines.append("  " + "  ".join("-" * w for w in widths))
+    return "\n".join(lines) + "\n"
 
 
 def log(msg: str = "") -> None:
@@ -137,6 +198,31 @@ def cpus_option(text: str | None, default: list[int] | None, opt: str, allowed: 
     if bad:
         raise ValueError(f"{opt} {text!r}: CPU {bad[0]} is not available here (available: {cpu_list(allowed)})")
     return cpus
+
+
+def name_list(text: str, opt: str, known: list[str] | tuple[str, ...], what: str = "target") -> list[str]:
+    """A comma list of names from known (blank entries dropped); ValueError naming opt for an unknown
+    name or one named twice."""
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    bad = [x for x in names if x not in known]
+    if bad:
+        raise ValueError(f"{opt}: unknown {', '.join(bad)} (expected: {', '.join(known)})")
+    if len(set(names)) != len(names):
+        raise ValueError(f"{opt}: a {what} is named twice")
+    return names
+
+
+def add_binary_options(group: argparse._ArgumentGroup, root: Path, holds: str) -> None:
+    """--build-dir (default ROOT/build/release; holds: what it holds, for the help) and --loadgen;
+    resolve_loadgen() fills the latter's default."""
+    group.add_argument("--build-dir", type=Path, metavar="DIR", default=root / "build" / "release",
+                       help=f"build directory with {holds} (default: build/release)")
+    group.add_argument("--loadgen", type=Path, metavar="PATH",
+                       help="loadgen binary (default: BUILD_DIR/bench/loadgen/loadgen)")
+
+
+def resolve_loadgen(a: argparse.Namespace) -> None:
+    a.loadgen = a.loadgen or a.build_dir / "bench" / "loadgen" / "loadgen"
 
 
 def parse_time(text: str) -> float:
