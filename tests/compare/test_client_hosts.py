@@ -31,9 +31,9 @@ from pathlib import Path
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cmptest  # noqa: E402
-from cmptest import TINY, CompareTestCase, runs_of  # noqa: E402
+from cmptest import TINY, runs_of  # noqa: E402
 
-from test_two_hosts import Netns, ip  # noqa: E402
+from test_two_hosts import Netns, NetnsTestCase, ip  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench" / "compare"))
 from smcompare import hdr  # noqa: E402
@@ -115,19 +115,9 @@ def same_print(java_us: float, ours_us: float) -> bool:
     return abs(java_us - ours_us) <= 0.5 + 1e-6
 
 
-class ClientHosts(CompareTestCase):
-    def setUp(self) -> None:
-        super().setUp()
-        if os.geteuid() != 0:
-            self.skipTest("needs root to create network namespaces")
-        if shutil.which("ip") is None:
-            self.skipTest("no ip (iproute2)")
-        self.net = Hosts()
-        self.addCleanup(self.net.delete)
-        try:
-            self.net.create()
-        except (RuntimeError, OSError, subprocess.SubprocessError) as e:
-            self.skipTest(f"cannot create network namespaces here: {e}")
+class ClientHosts(NetnsTestCase):
+    def make_net(self) -> Hosts:
+        return Hosts()
 
     def args(self, *hosts: str) -> list[str]:
         net = self.net

@@ -91,20 +91,28 @@ class Netns:
         self.created = []
 
 
-class TwoHosts(CompareTestCase):
+class NetnsTestCase(CompareTestCase):
+    """A test in network namespaces of its own (self.net, made by make_net()), always deleted; skipped
+    without root or iproute2, or where namespaces cannot be made."""
+
+    def make_net(self) -> Netns:
+        return Netns()
+
     def setUp(self) -> None:
         super().setUp()
         if os.geteuid() != 0:
             self.skipTest("needs root to create network namespaces")
         if shutil.which("ip") is None:
             self.skipTest("no ip (iproute2)")
-        self.net = Netns()
+        self.net = self.make_net()
         self.addCleanup(self.net.delete)  # runs before the Session's cleanup (LIFO): harmless either way
         try:
             self.net.create()
         except (RuntimeError, OSError, subprocess.SubprocessError) as e:
             self.skipTest(f"cannot create network namespaces here: {e}")
 
+
+class TwoHosts(NetnsTestCase):
     def test_two_hosts(self) -> None:
         """The load crosses the veth from the client namespace to the server namespace."""
         net = self.net

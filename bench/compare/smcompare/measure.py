@@ -92,6 +92,15 @@ class Window:
         self.db_after: dict[int, dict] = {}
         self.seconds = 0.0
 
+    def take(self, before: bool, read, pids: list[int] | None, db_read=None) -> None:
+        """One reading of the server's processes (and the database's) at the window's start or end."""
+        samples, lines = read(pids)
+        db = db_read() if db_read is not None else {}
+        if before:
+            self.before, self.cpu_before, self.db_before = samples, lines, db
+        else:
+            self.after, self.cpu_after, self.db_after = samples, lines, db
+
 
 def _sleep_until(ns: int) -> None:
     left = (ns - time.monotonic_ns()) / 1e9
@@ -161,12 +170,7 @@ def _run_client(cmd: list[str], seconds: float, out: Path, pids: list[int] | Non
 
     def reading(before: bool) -> None:
         assert window is not None
-        samples, lines = read(pids)
-        db = db_read() if db_read is not None else {}
-        if before:
-            window.before, window.cpu_before, window.db_before = samples, lines, db
-        else:
-            window.after, window.cpu_after, window.db_after = samples, lines, db
+        window.take(before, read, pids, db_read)
 
     with open(err_path, "wb") as err:
         if window is not None and not announces:
@@ -254,12 +258,7 @@ def _run_agents(cmds: list[list[str]], load: Load, tag: str, start_at: float, pi
 
     def reading(before: bool) -> None:
         if window is not None:
-            samples, lines = read(pids)
-            db = db_read() if db_read is not None else {}
-            if before:
-                window.before, window.cpu_before, window.db_before = samples, lines, db
-            else:
-                window.after, window.cpu_after, window.db_after = samples, lines, db
+            window.take(before, read, pids, db_read)
         for h, r in zip(hosts, readers):
             h["cpu_before" if before else "cpu_after"] = r.cpu_lines()
 
