@@ -15,6 +15,7 @@
 #include <array>
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -463,6 +464,19 @@ void ServerProcess::fail_start(const std::string& what) {
 }
 
 ServerProcess::~ServerProcess() {
+    // A server that ended on its own while the test still held it (a crash,
+    // a sanitizer's abort) explains the failure the test reports (often a
+    // reset connection): say so, with its stderr, where ctest shows it.
+    if (pid_ > 0 && !status_) {
+        if (auto s = wait_pid(pid_, 0ms)) {
+            status_ = s;
+            std::fprintf(stderr,
+                         "*** the server (%s) ended on its own while the test held it: %s\n"
+                         "--- server stderr ---\n%s--- end of stderr ---\n",
+                         command_line_.c_str(), s->describe().c_str(),
+                         read_memfd(stderr_fd_).c_str());
+        }
+    }
     kill_and_reap();
     if (drain_.joinable()) {
         drain_.request_stop();
