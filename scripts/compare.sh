@@ -22,7 +22,7 @@ for ((i = 0; i < ${#args[@]}; i++)); do
   esac
 done
 
-scripts/deps.sh bench
+scripts/deps.sh --only build,bench
 cmake --preset release >/dev/null
 # Every server the build defines here (server-uring needs liburing), the
 # floors (floor-uring needs liburing too) and loadgen; not the tests.

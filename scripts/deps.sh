@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages servermodels needs, only those missing.
 #   scripts/deps.sh                 build, test, container and Windows dependencies (what scripts/test.sh needs)
-#   scripts/deps.sh bench           ... plus the benchmark peers (wrk, nginx-light, h2o)
+#   scripts/deps.sh bench           ... plus the benchmark peers (wrk, nginx-light, h2o); any GROUP below
+#                                   named so is added to those four
 #   scripts/deps.sh --only GROUPS   just these groups, a comma list of
 #                                   build       compilers and libraries for a Release build (libpq-dev: the db workloads)
 #                                   test        sanitizer runtimes, Catch2, the test tools (wrk and h2load:
@@ -19,6 +20,9 @@
 #                                               Wine (64-bit) to run it and the Windows unit suites
 #                                   bench       the peers and what bench/compare runs with (PostgreSQL 15
 #                                               for the db scenarios, python3-scipy for its significance tests)
+#                                   run         what scripts/start.sh's hints use (curl) and python3
+#                                               (scripts/soak.sh's bench/soak/soak)
+#                                   db          PostgreSQL 15, for scripts/pg.sh (scripts/start.sh --db)
 #                                   (docker/Dockerfile installs --only build, its bench image bench)
 # On other systems install the equivalents; CMake finds them with
 # find_package/pkg-config (see docs/building.md).
@@ -35,16 +39,18 @@ declare -A groups=(
   [windows]="g++-mingw-w64-x86-64-posix wine wine64"
   [bench]="wrk nghttp2-client nginx-light h2o util-linux procps python3 python3-scipy postgresql-15 postgresql-client-15
            linux-perf"
+  [run]="curl procps python3"
+  [db]="postgresql-15 postgresql-client-15"
 )
 
 chosen=(build test containers windows)
 while [ $# -gt 0 ]; do
   case "$1" in
-    bench) chosen+=(bench) ;;
+    build|test|containers|windows|bench|run|db) chosen+=("$1") ;;
     --only) IFS=, read -r -a chosen <<<"${2:?--only needs a comma list of groups}"; shift ;;
     --only=*) IFS=, read -r -a chosen <<<"${1#--only=}" ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
-    *) echo "deps.sh: unknown argument '$1' (expected: bench, or --only GROUPS)" >&2; exit 2 ;;
+    *) echo "deps.sh: unknown argument '$1' (expected: a group, or --only GROUPS; see --help)" >&2; exit 2 ;;
   esac
   shift
 done

@@ -17,7 +17,7 @@
 #   scripts/pg.sh resume DIR starts a paused server again (same port and URL)
 # Run as root, the server runs as the system user postgres (made by Debian's
 # package; else a system user smpg is created): PostgreSQL refuses root.
-# Needs the server binaries (scripts/deps.sh test: postgresql-15); the newest
+# Needs the server binaries (scripts/deps.sh --only db: postgresql-15); the newest
 # /usr/lib/postgresql/*/bin is used, or SM_PG_BINDIR. Exit status: 0, 1 on
 # failure, 2 on bad usage, 77 when no PostgreSQL server is installed.
 # DIR/postgres.log is the server log (kept after stop).
@@ -228,7 +228,7 @@ cmd_start() {
   if [ -z "$found" ]; then
     rm -f "$dir/url"
     echo "$me: no PostgreSQL server binaries (initdb, pg_ctl, postgres) in /usr/lib/postgresql/*/bin${SM_PG_BINDIR:+ or $SM_PG_BINDIR};" \
-         "install them with scripts/deps.sh test (Debian: postgresql-15)" >&2
+         "install them with scripts/deps.sh --only db (Debian: postgresql-15)" >&2
     exit 77
   fi
 

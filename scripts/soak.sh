@@ -20,7 +20,7 @@ for arg in "$@"; do
   esac
 done
 
-scripts/deps.sh
+scripts/deps.sh --only build,run
 cmake --preset release >/dev/null
 # Every server the build defines here (server-uring needs liburing) and
 # loadgen; not the tests.

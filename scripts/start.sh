@@ -8,10 +8,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-scripts/deps.sh
-cmake --preset release >/dev/null
-cmake --build --preset release --target server-epoll floor loadgen
-
 bin=build/release/servers/epoll/server-epoll
 port=8080
 args=("$@")
@@ -30,6 +26,12 @@ for ((i = 0; i < ${#args[@]}; i++)); do
   server_args+=("${args[i]}")
 done
 
+# Only what the server, its hints and a --db need: the compiler and
+# libraries, curl, PostgreSQL (scripts/test.sh and scripts/compare.sh install the rest).
+scripts/deps.sh --only "build,run${own_db:+,db}"
+cmake --preset release >/dev/null
+cmake --build --preset release --target server-epoll floor loadgen
+
 if [[ -n "$own_db" ]]; then
   echo "starting a temporary PostgreSQL in ${own_db} (scripts/pg.sh)"
   url=$(scripts/pg.sh start "$own_db" --replace | tail -n 1)
@@ -47,7 +49,7 @@ server-epoll is starting in the foreground (Ctrl-C stops it). Try it from anothe
   build/release/bench/loadgen/loadgen -t1 -c64 -d10s http://127.0.0.1:${port}/plaintext
   build/release/bench/loadgen/loadgen -t1 -c256 -d10s --pipeline 16 http://127.0.0.1:${port}/plaintext
 Compare every model with nginx and the floor on this machine (CPU per request, with and without pipelining):
-  scripts/deps.sh bench && bench/compare/compare --quick
+  scripts/compare.sh
 The same with wrk as the load client, or both side by side:
   bench/compare/compare --quick --client wrk
   bench/compare/compare --quick --client loadgen,wrk
