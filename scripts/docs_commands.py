@@ -203,6 +203,8 @@ class Checker:
         for a in args:
             if a == "--":
                 break   # what follows goes to another program (docker/build.sh's build options)
+            if a in ("--help", "-h"):
+                continue   # the check ran it
             if fuzzer:
                 m = re.match(r"^-([a-z_]+)=", a)
                 name, pattern = (m.group(1), rf"(?m)^\s*{re.escape(m.group(1))}\s") if m else (None, "")
