@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A tiny HTTP/1.1 server for the bench/compare tests, used as a --contender.
 
-    hello_server.py --port PORT [--host HOST] [--behave BEHAVIOUR]
+    hello_server.py --port PORT [--host HOST] [--behave BEHAVIOUR] [--stall-ms MS]
                     [--marker FILE] [--token TOKEN] [--on-sigterm exit|die] [--fork-worker]
 
 --behave ok answers like the models: GET /plaintext -> 200 "Hello, World!"
@@ -13,7 +13,7 @@ with the right Content-Type but a wrong body; --behave plaintext-only answers /p
 right and /json with a wrong body. Misbehaving under load only (the harness's
 answer check, a few dozen requests, passes): --behave flaky answers every 10th
 request after the first 200 with 500; --behave die-after exits after 300
-requests; --behave stall answers right but stops for STALL_MS every
+requests; --behave stall answers right but stops for STALL_MS (--stall-ms) every
 STALL_EVERY requests (a pause for garbage collection, say): the more
 requests a second, the more often it stalls, so a latency objective holds
 only up to a rate far below what it answers without stalls; --behave
@@ -265,18 +265,21 @@ def serve(host: str, port: int, behave: str, marker: str | None, fork_worker: bo
 
 
 def main() -> int:
+    global STALL_MS
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--behave", choices=("ok", "404", "wrong-body", "plaintext-only", "flaky", "die-after", "stall",
                                          "idle-500",
                                          "workloads-garbage"), default="ok")
+    ap.add_argument("--stall-ms", type=float, default=STALL_MS, help="--behave stall: how long each stall is")
     ap.add_argument("--db")
     ap.add_argument("--marker")
     ap.add_argument("--token")
     ap.add_argument("--on-sigterm", choices=("exit", "die"), default="exit")
     ap.add_argument("--fork-worker", action="store_true")
     args = ap.parse_args()
+    STALL_MS = args.stall_ms
     if args.on_sigterm == "exit":
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     else:

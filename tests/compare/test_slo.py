@@ -27,6 +27,15 @@ from smcompare.util import fmt_rate  # noqa: E402
 
 STEPS = ["--rounds", "1", "--duration", "0.5", "--warmup", "0.2", "--pause", "0", "--modes", "composed",
          "--scenarios", "plaintext", "--no-syscalls"]
+# A step's verdict is "limited by client" when the CPUs the client is pinned to are over CLIENT_BUSY busy,
+# whoever keeps them busy: on a machine whose every CPU runs other work, every step of a pinned client is
+# (rightly) limited by client and nothing meets or misses. The tests that need a step met or missed run the
+# client unpinned, so the verdict reads the client's own CPU time, which other processes do not add to (the
+# busy-CPU rule has its own test: ClientLimited).
+UNPINNED_CLIENT = ["--client-cpus", "none"]
+# Latency bounds far above what scheduling on a loaded machine adds (tens of ms with a CPU hog beside each
+# process): what meets or misses them is the test's own doing (the server's stalls, a rate it cannot take).
+LENIENT_MS = 100
 
 
 def capacity_rows(results: dict) -> dict[str, dict]:
@@ -184,14 +193,20 @@ class Capacity(CompareTestCase):
             self.assertEqual(len(reasons), len(over) + short + (share > objective.errors), reasons)
 
     def test_floor_and_epoll(self) -> None:
-        """The capacity of each is below its closed-loop maximum; the step at capacity meets the objective,
-        the step above it does not; at most MAX_STEPS steps, each in the log, the table, CSV and report."""
-        text = "p99<=2ms,errors<=0.1%"
-        run = self.s.run(STEPS + ["--targets", "floor,epoll", "--connections", "16", "--slo", text])
+        """Each finds a capacity: below its closed-loop maximum when the first step (that rate) misses, above
+        it when it meets; the step at capacity meets the objective, the steps above it do not; at most
+        MAX_STEPS steps, each in the log, the table, CSV and report."""
+        # Load-proof: the client unpinned (UNPINNED_CLIENT) and p99 bounded far above a loaded machine's
+        # scheduling delays, so the low steps (down to 1% of the closed-loop rate) meet on any machine, and
+        # what misses is a rate the server cannot take (achieved short of the offered rate) or its queue.
+        text = f"p99<={LENIENT_MS}ms,errors<=0.1%"
+        run = self.s.run(STEPS + UNPINNED_CLIENT + ["--targets", "floor,epoll", "--connections", "16",
+                                                    "--slo", text])
         self.assertExit(run, 0)
         results = self.results(run)
         self.assertValid(results, run)
-        self.assertEqual(results["config"]["slo"], {"text": text, "latency_us": {"99": 2000.0}, "errors": 0.001})
+        self.assertEqual(results["config"]["slo"], {"text": text, "latency_us": {"99": LENIENT_MS * 1000.0},
+                                                    "errors": 0.001})
         self.assertSteps(results, slo.parse(text))
         rows = capacity_rows(results)
         self.assertEqual(sorted(rows), ["epoll/composed", "floor"])
@@ -204,9 +219,19 @@ class Capacity(CompareTestCase):
                 cap = search["capacity_rps"]
                 self.assertIsNotNone(cap, f"{tid}: no rate met {text}: {row['steps']}")
                 self.assertEqual(row["capacity_rps"]["median"], cap)
-                self.assertLess(cap, search["start_rps"], f"{tid}: capacity not below the closed-loop maximum")
+                # Whether the server takes its closed-loop rate in an open loop is the machine's business; the
+                # search's direction from that first step is the harness's.
+                first = steps[search["start_rps"]]
+                self.assertEqual(first["step"], 1, row["steps"])
+                second = next(st for st in row["steps"] if st["step"] == 2)
+                if first["verdict"] == slo.MEETS:
+                    self.assertAlmostEqual(second["offered_rps"], search["start_rps"] * slo.UP, delta=1e-6)
+                    self.assertGreaterEqual(cap, search["start_rps"], row["steps"])
+                else:
+                    self.assertAlmostEqual(second["offered_rps"], search["start_rps"] * slo.DOWN[0], delta=1e-6)
+                    self.assertLess(cap, search["start_rps"], f"{tid}: capacity not below the closed-loop maximum")
                 self.assertEqual(steps[cap]["verdict"], slo.MEETS)
-                self.assertLessEqual(steps[cap]["latency_us"]["99"], 2000.0)
+                self.assertLessEqual(steps[cap]["latency_us"]["99"], LENIENT_MS * 1000.0)
                 above = [r for r in steps if r > cap]
                 self.assertTrue(above, f"{tid}: no step above the capacity")
                 self.assertEqual(search["above_rps"], min(above))
@@ -264,8 +289,13 @@ class Capacity(CompareTestCase):
         """A step's errors are a figure the objective judges, not a problem: hello_server answering 500 after
         100 ms of idleness on a connection (never in the closed loop; at the low steps, spread over 256
         connections, most answers) makes those steps miss on errors, valid, and the comparison exits 0."""
-        run = self.s.run(STEPS + ["--targets", "floor", "--connections", "256", "--slo", "p99<=1us,errors<=1%",
-                                  "--contender", f"idle={self.s.hello('idle-500')}"])
+        # Load-proof: p99<=1us misses at every rate, so the search steps down to 1% of the closed-loop rate,
+        # where each of 256 connections sends far less often than every 100 ms (a loaded machine only
+        # lengthens the gaps); the client unpinned (UNPINNED_CLIENT), so other work on its CPU does not make
+        # the steps "limited by client" instead of judged.
+        run = self.s.run(STEPS + UNPINNED_CLIENT + ["--targets", "floor", "--connections", "256",
+                                                    "--slo", "p99<=1us,errors<=1%",
+                                                    "--contender", f"idle={self.s.hello('idle-500')}"])
         self.assertExit(run, 0)
         results = self.results(run)
         self.assertValid(results, run)
@@ -273,24 +303,32 @@ class Capacity(CompareTestCase):
         self.assertTrue(steps and all(r["valid"] and not r["problems"] for r in steps), [r["problems"] for r in steps])
         errored = [r for r in steps if (slo.error_share(r) or 0) > 0.01]
         self.assertTrue(errored, f"no step with errors: {[r['errors'] for r in steps]}")
+        self.assertIn(min(steps, key=lambda r: r["offered_rps"]), errored, "the lowest step had no errors")
         for r in errored:
             self.assertTrue(r["errors_judged"])
             self.assertGreater(r["errors"]["non_2xx"], 0, r["errors"])
-            self.assertEqual(r["slo"]["verdict"], slo.MISSES)
+            self.assertEqual(r["slo"]["verdict"], slo.MISSES, r["slo"])
+            if r["rps"] < r["offered_rps"] * 0.99 and (r["server"]["util"] or 0) >= 0.9:
+                continue    # the server's CPUs full and behind: a miss for that, before any figure is judged
             self.assertRegex(" ".join(r["slo"]["reasons"]), r"errors \d[\d.]*% > 1%")
         self.assertNoLeftovers(results, run)
 
     def test_stalling_server(self) -> None:
-        """hello_server.py stalling 20 ms every 200 requests has a capacity at p99<=10ms far below the same
+        """hello_server.py stalling 500 ms every 200 requests has a capacity at p99<=100ms far below the same
         server without stalls (which finds one)."""
-        contenders = {"steady": self.s.hello("ok"), "stalling": self.s.hello("stall")}
+        # Load-proof: the stall (500 ms, the test's) and the bound (LENIENT_MS) both far above what a loaded
+        # machine's scheduling adds, so the steady server meets the bound at its low steps on any machine and
+        # the stalling one misses it at any rate with a stall in 1% of its requests' way; the client
+        # unpinned (UNPINNED_CLIENT).
+        text = f"p99<={LENIENT_MS}ms"
+        contenders = {"steady": self.s.hello("ok"), "stalling": self.s.hello("stall", extra=("--stall-ms", "500"))}
         args = ["--rounds", "1", "--duration", "1", "--warmup", "0.3", "--pause", "0", "--scenarios", "plaintext",
-                "--no-syscalls", "--targets", "floor", "--connections", "16", "--slo", "p99<=10ms"]
+                "--no-syscalls", "--targets", "floor", "--connections", "16", "--slo", text, *UNPINNED_CLIENT]
         run = self.s.run(args + [x for n, c in contenders.items() for x in ("--contender", f"{n}={c}")])
         self.assertExit(run, 0)
         results = self.results(run)
         self.assertValid(results, run)
-        self.assertSteps(results, slo.parse("p99<=10ms"))
+        self.assertSteps(results, slo.parse(text))
         rows = capacity_rows(results)
         steady = rows["steady"]["capacity_rps"]
         self.assertIsNotNone(steady, rows["steady"]["steps"])
