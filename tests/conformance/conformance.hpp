@@ -109,10 +109,16 @@ inline constexpr int kSmallWindow = 4096;
 // send then mean its receive window is closed. Requires that within 10 s.
 // Returns the request bytes sent (the last request may be incomplete).
 // `c` should have a small receive window (kSmallWindow).
-std::size_t pipeline_until_stalled(ServerProcess& server, Connection& c, std::string_view chunk);
+// With Stalled::or_closed, the server may also end the connection before
+// that is seen (its --send-timeout shorter than this side's look): a reset
+// while sending, or its socket gone, ends it too.
+enum class Stalled { required, or_closed };
+std::size_t pipeline_until_stalled(ServerProcess& server, Connection& c, std::string_view chunk,
+                                   Stalled end = Stalled::required);
 // The same with 1024 pipelined GETs of `path` as the chunk.
 std::size_t stall_server_writes(ServerProcess& server, Connection& c,
-                                std::string_view path = "/plaintext");
+                                std::string_view path = "/plaintext",
+                                Stalled end = Stalled::required);
 
 // A wider receive window from now on, to read faster what a stalled server
 // has queued (megabytes) while it keeps its send buffer full.
