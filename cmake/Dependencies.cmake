@@ -103,7 +103,23 @@ if(NOT WIN32)
                         "scripts/deps.sh installs it)")
   endif()
   set(SM_HAVE_LIBPQ ON)
-  message(STATUS "libpq: ${LIBPQ_VERSION} (common/db: the database workloads)")
+  # The models load libpq when --db asks for it (common/db/libpq.cpp), by
+  # the soname of the library pkg-config names (libpq.so -> libpq.so.5).
+  find_library(_sm_libpq_path NAMES pq HINTS ${LIBPQ_LIBRARY_DIRS} NO_CACHE)
+  if(_sm_libpq_path)
+    file(REAL_PATH "${_sm_libpq_path}" _sm_libpq_real)
+    get_filename_component(_sm_libpq_name "${_sm_libpq_real}" NAME)
+    string(REGEX MATCH "^libpq\\.so\\.[0-9]+" _sm_libpq_soname "${_sm_libpq_name}")
+  endif()
+  set(SM_LIBPQ_SONAME "${_sm_libpq_soname}" CACHE STRING
+      "The libpq the models load when --db is given (a soname or a path)")
+  if(SM_LIBPQ_SONAME STREQUAL "")
+    set(SM_LIBPQ_SONAME "libpq.so.5" CACHE STRING "" FORCE)
+  endif()
+  message(STATUS "libpq: ${LIBPQ_VERSION} (common/db: the database workloads; loaded as ${SM_LIBPQ_SONAME} with --db)")
+  # What the binaries open at run time, which ldd cannot see: docker/rootfs.sh
+  # --dlopen puts these (and what they load) into the images.
+  file(WRITE "${PROJECT_BINARY_DIR}/dlopen.txt" "${SM_LIBPQ_SONAME}\n")
 endif()
 
 # --- header/compiled libraries from Debian -----------------------------------

@@ -108,6 +108,7 @@ AsyncClient::AsyncClient(std::string conninfo, unsigned connections, Loop& loop,
     : conninfo_(std::move(conninfo)),
       options_(pg::statement_timeout_option(statement_timeout)),
       loop_(loop) {
+    require_libpq();
     connections = std::max(connections, 1u);
     connections_.reserve(connections);
     for (unsigned i = 0; i < connections; ++i) {

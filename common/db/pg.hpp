@@ -1,8 +1,9 @@
-// What both clients do with libpq (internal to sm_db: the only place, with
-// its .cpp files, that includes libpq-fe.h).
+// What both clients do with libpq (internal to sm_db: with db/libpq.hpp,
+// which loads libpq when a client is first made, and its .cpp files, the only
+// place that includes libpq-fe.h).
 #pragma once
 
-#include <libpq-fe.h>
+#include "db/libpq.hpp"
 
 #include <chrono>
 #include <cstdint>

@@ -30,6 +30,7 @@ bool prepare(PGconn* connection, std::string& why) noexcept {
 
 SyncClient::SyncClient(std::string conninfo, std::chrono::milliseconds statement_timeout)
     : conninfo_(std::move(conninfo)), options_(pg::statement_timeout_option(statement_timeout)) {
+    require_libpq();
     worlds_.reserve(http::kMaxQueries);
     fortunes_.reserve(32);
     why_.reserve(256);

@@ -72,6 +72,12 @@ int serve(const Model& model, int argc, const char* const* argv) {
             return 1;
         }
     }
+    if (!opts.db.empty() && model.database != nullptr) {
+        if (const auto why = model.database()) {
+            log(fmt::format("--db: {}", *why));
+            return 1;
+        }
+    }
     const unsigned workers = model.listeners == ListenerLayout::one ? 1u : opts.threads;
 
     Listeners listeners;

@@ -49,6 +49,10 @@ struct Model {
     // Called before anything is opened: why this model cannot run on this
     // machine, or nothing. serve() prints the reason and exits 1.
     std::optional<std::string> (*probe)(const ServerOptions&) = nullptr;
+    // With --db, after the probe: readies the database client (db::load_libpq
+    // loads libpq, which no model maps without --db); why it cannot, or
+    // nothing. serve() prints the reason and exits 1.
+    std::optional<std::string> (*database)() = nullptr;
     // The options only this model takes (read with ServerOptions::model_option).
     std::span<const ModelOption> options = {};
     // One line for --help; empty: what servers/models.json says the model

@@ -470,5 +470,6 @@ void Worker::timers(uv_timer_t*) {
 
 int main(int argc, char** argv) {
     using namespace sm;
-    return runtime::serve({.name = "libuv", .worker = &runtime::run<libuv::Worker>}, argc, argv);
+    return runtime::serve(
+        {.name = "libuv", .worker = &runtime::run<libuv::Worker>, .database = &db::load_libpq}, argc, argv);
 }

@@ -643,6 +643,56 @@ TEST_CASE("workloads db down: /db, /queries and /fortunes answer 503 naming no a
     fds.require_back();
 }
 
+// The libraries mapped into `pid` whose file name contains `name`, one a line.
+static std::string mapped(pid_t pid, std::string_view name) {
+    std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+    std::set<std::string> files;
+    std::string line;
+    while (std::getline(maps, line)) {
+        const auto slash = line.find('/');
+        if (slash != std::string::npos && line.find(name, slash) != std::string::npos)
+            files.insert(line.substr(slash));
+    }
+    std::string out;
+    for (const std::string& f : files) out += f + "\n";
+    return out;
+}
+
+TEST_CASE("workloads the database client's library is loaded only with --db",
+          "[conformance][workloads]") {
+    // Without --db: no libpq, nor what it pulls in, in the process.
+    {
+        auto server = start_server();
+        Connection c = connect(*server);
+        CHECK(c.request(make_request("GET", "/db")).status == 503);
+        INFO("mapped: " << mapped(server->pid(), "lib"));
+        CHECK(mapped(server->pid(), "libpq").empty());
+        CHECK(mapped(server->pid(), "libssl").empty());
+        CHECK(mapped(server->pid(), "libkrb5").empty());
+    }
+    if (!has_database_client()) return;
+    // With --db (a port nothing listens on will do): loaded before the ready line.
+    {
+        auto server = start_server(with_db(pg::url_nobody_listens_on()));
+        CHECK_FALSE(mapped(server->pid(), "libpq").empty());
+    }
+    // A libpq that cannot be loaded: a clear refusal at start, exit 1.
+    {
+        struct Env {
+            Env() { ::setenv("SM_LIBPQ", "/nonexistent/libpq.so.5", 1); }
+            ~Env() { ::unsetenv("SM_LIBPQ"); }
+        } env;
+        const RunResult r = run_to_exit(
+            target().binary,
+            {"--address", "127.0.0.1", "--port", "0", "--db", pg::url_nobody_listens_on()}, kExitGuard);
+        INFO("status: " << r.status.describe() << "\nstdout:\n" << r.out << "\nstderr:\n" << r.err);
+        CHECK(r.status.exited);
+        CHECK(r.status.code == 1);
+        CHECK_THAT(r.err, Catch::Matchers::Contains("--db: cannot load libpq (/nonexistent/libpq.so.5"));
+        CHECK_THAT(r.out, !Catch::Matchers::Contains("listening on"));
+    }
+}
+
 TEST_CASE("workloads options --db, --db-connections and --fortunes are checked at start",
           "[conformance][workloads]") {
     struct Case {
