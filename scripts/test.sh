@@ -33,7 +33,7 @@ failed=()
 for preset in "${presets[@]}"; do
   start=${SECONDS}
   echo "== ${preset}: configure and build"
-  if ! cmake --preset "${preset}" >/dev/null || ! cmake --build --preset "${preset}" -j "${jobs}"; then
+  if ! cmake --preset "${preset}" -DSM_REQUIRE_TESTS=ON >/dev/null || ! cmake --build --preset "${preset}" -j "${jobs}"; then
     outcome="FAILED to configure or build"
   else
     echo "== ${preset}: tests"
