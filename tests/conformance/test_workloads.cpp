@@ -658,8 +658,10 @@ static std::string mapped(pid_t pid, std::string_view name) {
     return out;
 }
 
+// [own-process]: it reads the server process's own /proc entries, which a
+// server run through a container launcher (tests/containers) does not show.
 TEST_CASE("workloads the database client's library is loaded only with --db",
-          "[conformance][workloads]") {
+          "[conformance][workloads][own-process]") {
     // Without --db: no libpq, nor what it pulls in, in the process.
     {
         auto server = start_server();
