@@ -64,7 +64,6 @@
 #include <string>
 #include <vector>
 
-#include "db/load.hpp"
 #include "db/random_id.hpp"
 #include "http/session.hpp"
 #include "http/work.hpp"

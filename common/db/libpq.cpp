@@ -1,5 +1,7 @@
 #include "db/libpq.hpp"
 
+#include "runtime/server.hpp"
+
 #include <dlfcn.h>
 
 #include <cstdlib>
@@ -49,5 +51,14 @@ std::optional<std::string> load_libpq() noexcept {
 void require_libpq() {
     if (auto why = load_libpq()) throw std::runtime_error("db: " + *why);
 }
+
+namespace {
+
+// Every model that links a database client gets the loader runtime::serve()
+// calls with --db (this file is linked with the clients, which call
+// require_libpq()).
+[[maybe_unused]] const bool registered = (runtime::register_database_loader(&load_libpq), true);
+
+}  // namespace
 
 }  // namespace sm::db

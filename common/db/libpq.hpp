@@ -13,7 +13,8 @@
 
 #include <libpq-fe.h>
 
-#include "db/load.hpp"
+#include <optional>
+#include <string>
 
 namespace sm::db {
 
@@ -38,5 +39,15 @@ extern Libpq libpq;
 #define SM_LIBPQ_NAME(name) inline constexpr auto& name = libpq.name;
 SM_LIBPQ_FUNCTIONS(SM_LIBPQ_NAME)
 #undef SM_LIBPQ_NAME
+
+// Loads libpq (once; thread-safe; later calls return the first answer):
+// nothing, or why it cannot be used, for the log. The library is SM_LIBPQ
+// from the environment when set (a path or a soname), else the soname the
+// build found (CMake's SM_LIBPQ_SONAME, libpq.so.5 on Debian 12). It is the
+// loader runtime::serve() calls with --db (registered in libpq.cpp).
+std::optional<std::string> load_libpq() noexcept;
+// The same for the clients' constructors: throws std::runtime_error with
+// the reason.
+void require_libpq();
 
 }  // namespace sm::db

@@ -28,7 +28,6 @@
 #include <vector>
 
 #include "db/handles.hpp"
-#include "db/load.hpp"
 #include "db/random_id.hpp"
 #include "http/work.hpp"
 #include "runtime/log.hpp"

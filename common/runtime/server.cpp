@@ -40,6 +40,8 @@ std::string_view description_of(const Model& model) {
     return {};
 }
 
+constinit DatabaseLoader database_loader = nullptr;
+
 // servers/models.json says which models have a database client.
 bool has_database(const Model& model) {
     for (const ListedModel& m : kListedModels)
@@ -48,6 +50,8 @@ bool has_database(const Model& model) {
 }
 
 }  // namespace
+
+void register_database_loader(DatabaseLoader loader) noexcept { database_loader = loader; }
 
 void pin_worker_thread(const ServerOptions& opts, unsigned i) {
     if (!opts.cpus.empty()) pin_current_thread(opts.cpus[i % opts.cpus.size()]);
@@ -61,7 +65,7 @@ int serve(const Model& model, int argc, const char* const* argv) {
         parse_server_options(program, description_of(model), model.options, argc, argv);
     if (!parsed.options) return parsed.exit_code;
     const ServerOptions& opts = *parsed.options;
-    if (!opts.db.empty() && !has_database(model)) {
+    if (!opts.db.empty() && (!has_database(model) || database_loader == nullptr)) {
         log("--db: this build of the model has no database client (libpq); /fortunes is served "
             "from memory without --db");
         return 2;
@@ -72,8 +76,8 @@ int serve(const Model& model, int argc, const char* const* argv) {
             return 1;
         }
     }
-    if (!opts.db.empty() && model.database != nullptr) {
-        if (const auto why = model.database()) {
+    if (!opts.db.empty()) {
+        if (const auto why = database_loader()) {
             log(fmt::format("--db: {}", *why));
             return 1;
         }

@@ -49,10 +49,6 @@ struct Model {
     // Called before anything is opened: why this model cannot run on this
     // machine, or nothing. serve() prints the reason and exits 1.
     std::optional<std::string> (*probe)(const ServerOptions&) = nullptr;
-    // With --db, after the probe: readies the database client (db::load_libpq
-    // loads libpq, which no model maps without --db); why it cannot, or
-    // nothing. serve() prints the reason and exits 1.
-    std::optional<std::string> (*database)() = nullptr;
     // The options only this model takes (read with ServerOptions::model_option).
     std::span<const ModelOption> options = {};
     // One line for --help; empty: what servers/models.json says the model
@@ -71,6 +67,13 @@ void run(const WorkerContext& ctx) {
 // Pins the calling thread for worker i when --cpus was given (cpus[i % n]);
 // models with ListenerLayout::one call it for the threads they start.
 void pin_worker_thread(const ServerOptions& opts, unsigned i);
+
+// The database client's loader (common/db registers db::load_libpq when a
+// model links it): with --db, serve() calls it before anything is opened;
+// why the client cannot be used, or nothing (then serve() prints the reason
+// and exits 1). No loader registered: the build has no database client.
+using DatabaseLoader = std::optional<std::string> (*)();
+void register_database_loader(DatabaseLoader loader) noexcept;
 
 int serve(const Model& model, int argc, const char* const* argv);
 

@@ -396,7 +396,6 @@ int main(int argc, char** argv) {
     return runtime::serve({.name = "blocking",
                            .worker = &runtime::run<blocking::Server>,
                            .listeners = runtime::ListenerLayout::one,
-                           .database = &db::load_libpq,
                            .options = kOptions},
                           argc, argv);
 }

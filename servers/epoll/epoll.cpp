@@ -334,6 +334,5 @@ int Reactor::next_timeout_ms() {
 
 int main(int argc, char** argv) {
     using namespace sm;
-    return runtime::serve(
-        {.name = "epoll", .worker = &runtime::run<epoll::Reactor>, .database = &db::load_libpq}, argc, argv);
+    return runtime::serve({.name = "epoll", .worker = &runtime::run<epoll::Reactor>}, argc, argv);
 }

@@ -470,6 +470,5 @@ void Worker::timers(uv_timer_t*) {
 
 int main(int argc, char** argv) {
     using namespace sm;
-    return runtime::serve(
-        {.name = "libuv", .worker = &runtime::run<libuv::Worker>, .database = &db::load_libpq}, argc, argv);
+    return runtime::serve({.name = "libuv", .worker = &runtime::run<libuv::Worker>}, argc, argv);
 }

@@ -416,7 +416,6 @@ int main(int argc, char** argv) {
     return runtime::serve({.name = "threadpool",
                            .worker = &runtime::run<threadpool::Pool>,
                            .listeners = runtime::ListenerLayout::one,
-                           .database = &db::load_libpq,
                            .options = kOptions},
                           argc, argv);
 }

@@ -476,7 +476,6 @@ int main(int argc, char** argv) {
     return runtime::serve({.name = "uring",
                            .worker = &runtime::run<uring::Worker>,
                            .probe = &uring::model_probe,
-                           .database = &db::load_libpq,
                            .options = kOptions},
                           argc, argv);
 }
