@@ -16,6 +16,7 @@ ports it used are free.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import shutil
@@ -176,6 +177,39 @@ class Models(EngineCase):
                 self.assertEqual(self.inspect(name, "{{.State.ExitCode}}"), "0", self.logs(name))
                 self.assertIn("SIGTERM", self.logs(name))
                 self.assertFalse(listening(port), f"{model} still listens after stop")
+                run(self.exe, "rm", name)
+
+
+    def test_db_client(self) -> None:
+        """Each model with --db: libpq, which the models load only then (docker/rootfs.sh --dlopen
+        puts it in the image), is there: the server starts and logs its attempt to reach the database
+        (a port nothing listens on), not "cannot load libpq"."""
+        for model in MODELS:
+            if not BY_NAME[model].database:
+                continue
+            with self.subTest(model=model):
+                name, port = self.name(f"db-{model}"), self.port()
+                with socket.socket() as s:      # a port nothing listens on, for the database
+                    s.bind(("127.0.0.1", 0))
+                    nobody = s.getsockname()[1]
+                url = f"postgresql://benchmarkdbuser:benchmarkdbpass@127.0.0.1:{nobody}/hello_world"
+                r = self.start(model, ["--address", "127.0.0.1", "--port", str(port), "--threads", "1",
+                                       "--db", url], name)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                log = self.wait_log(name, "listening on")
+                self.assertIn(f"listening on http://127.0.0.1:{port} model={model}", log)
+                # The blocking clients connect on their first job: one /db, answered 503.
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+                conn.request("GET", "/db")
+                resp = conn.getresponse()
+                self.assertEqual(resp.status, 503, resp.read())
+                conn.close()
+                failed = f'connection to server at "127.0.0.1", port {nobody} failed'
+                log = self.wait_log(name, failed)
+                self.assertIn(failed, log)
+                self.assertNotIn("cannot load libpq", log)
+                stop = run(self.exe, "stop", "-t", "30", name)
+                self.assertEqual(stop.returncode, 0, stop.stderr)
                 run(self.exe, "rm", name)
 
 
