@@ -3,6 +3,7 @@
 #   scripts/deps.sh                 build, test, container and Windows dependencies (what scripts/test.sh needs)
 #   scripts/deps.sh bench           ... plus the benchmark peers (wrk, nginx-light, h2o); any GROUP below
 #                                   named so is added to those four
+#   scripts/deps.sh --print ...     the packages it would install (those missing), one line; installs nothing
 #   scripts/deps.sh --only GROUPS   just these groups, a comma list of
 #                                   build       compilers and libraries for a Release build (libpq-dev: the db workloads)
 #                                   test        sanitizer runtimes, Catch2, the test tools (wrk and h2load:
@@ -44,11 +45,13 @@ declare -A groups=(
 )
 
 chosen=(build test containers windows)
+print_only=0
 while [ $# -gt 0 ]; do
   case "$1" in
     build|test|containers|windows|bench|run|db) chosen+=("$1") ;;
     --only) IFS=, read -r -a chosen <<<"${2:?--only needs a comma list of groups}"; shift ;;
     --only=*) IFS=, read -r -a chosen <<<"${1#--only=}" ;;
+    --print) print_only=1 ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "deps.sh: unknown argument '$1' (expected: a group, or --only GROUPS; see --help)" >&2; exit 2 ;;
   esac
@@ -71,6 +74,10 @@ missing=()
 for p in $(printf '%s\n' "${want[@]}" | sort -u); do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+if [ "$print_only" = 1 ]; then
+  echo "${missing[*]}"
+  exit 0
+fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 echo "deps.sh: installing ${missing[*]}"
