@@ -189,9 +189,7 @@ class Models(EngineCase):
                 continue
             with self.subTest(model=model):
                 name, port = self.name(f"db-{model}"), self.port()
-                with socket.socket() as s:      # a port nothing listens on, for the database
-                    s.bind(("127.0.0.1", 0))
-                    nobody = s.getsockname()[1]
+                nobody = free_port()            # nothing listens there: the database is down
                 url = f"postgresql://benchmarkdbuser:benchmarkdbpass@127.0.0.1:{nobody}/hello_world"
                 r = self.start(model, ["--address", "127.0.0.1", "--port", str(port), "--threads", "1",
                                        "--db", url], name)

@@ -47,6 +47,11 @@ std::string read_memfd(int fd) {
     return text;
 }
 
+// The server's stderr as the messages show it, between two marker lines.
+std::string stderr_block(int fd) {
+    return "--- server stderr ---\n" + read_memfd(fd) + "--- end of stderr ---";
+}
+
 int make_memfd(const char* name) {
     const int fd = ::memfd_create(name, MFD_CLOEXEC);
     if (fd < 0) throw std::runtime_error(errno_text("memfd_create", errno));
@@ -456,7 +461,7 @@ void ServerProcess::fail_start(const std::string& what) {
     if (!status_ && pid_ > 0) {
         status_ = kill_and_wait(pid_);
     }
-    message += "\n--- server stderr ---\n" + read_memfd(stderr_fd_) + "--- end of stderr ---";
+    message += "\n" + stderr_block(stderr_fd_);
     ::close(stdout_fd_);
     ::close(stderr_fd_);
     stdout_fd_ = stderr_fd_ = -1;
@@ -471,10 +476,9 @@ ServerProcess::~ServerProcess() {
         if (auto s = wait_pid(pid_, 0ms)) {
             status_ = s;
             std::fprintf(stderr,
-                         "*** the server (%s) ended on its own while the test held it: %s\n"
-                         "--- server stderr ---\n%s--- end of stderr ---\n",
+                         "*** the server (%s) ended on its own while the test held it: %s\n%s\n",
                          command_line_.c_str(), s->describe().c_str(),
-                         read_memfd(stderr_fd_).c_str());
+                         stderr_block(stderr_fd_).c_str());
         }
     }
     kill_and_reap();
