@@ -121,8 +121,10 @@ class AsyncClient {
     // Loop::deliver with the job). Sent, or failed, by the next flush().
     void submit(void* owner, const http::Job& job) noexcept;
     // Every job `session` has queued and not handed out yet, for `owner`
-    // (what the models do after each feed).
-    void submit_jobs(void* owner, http::Session& session) noexcept {
+    // (what the models do after each feed). `Session`: http::Session, or
+    // what holds one (runtime::SessionSlot).
+    template <typename Session>
+    void submit_jobs(void* owner, Session& session) noexcept {
         http::Job job;
         while (session.next_job(job))
             submit(owner, job);

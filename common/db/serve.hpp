@@ -12,7 +12,9 @@
 
 namespace sm::db {
 
-[[nodiscard]] inline bool serve_jobs(http::Session& session, SyncClient& client,
+// (`Session`: http::Session, or what holds one: runtime::SessionSlot.)
+template <typename Session>
+[[nodiscard]] bool serve_jobs(Session& session, SyncClient& client,
                                      http::ByteBuffer& out) noexcept {
     http::Job job;
     bool ran = false;
@@ -28,7 +30,8 @@ namespace sm::db {
 // too): a blocking model's step after each feed, and again once it has
 // sent `out`. Something is left deferred only if `out` reached the limit.
 // `client` may be null (no --db: the session then queues no job).
-[[nodiscard]] inline bool fill(http::Session& session, SyncClient* client, http::ByteBuffer& out,
+template <typename Session>
+[[nodiscard]] bool fill(Session& session, SyncClient* client, http::ByteBuffer& out,
                                std::size_t limit) noexcept {
     bool ran = false;
     while (true) {

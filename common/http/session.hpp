@@ -102,6 +102,10 @@ class Session {
     [[nodiscard]] bool waiting() const noexcept { return held_ != nullptr && held_->end != 0; }
     // Which connection this is: it changes at every reset().
     [[nodiscard]] std::uint64_t epoch() const noexcept { return epoch_; }
+    // Which connection this is, set by its owner after a reset(): a session
+    // taken from a pool (runtime/session_slot.hpp) gets its connection's
+    // next epoch, so no job of another request it served matches.
+    void set_epoch(std::uint64_t epoch) noexcept { epoch_ = epoch; }
     // Gives back the memory held responses used (an idle connection); only
     // when nothing is waiting.
     void release_held() noexcept;
@@ -114,6 +118,7 @@ class Session {
     // session (graceful shutdown): the requests deferred behind it are not
     // answered. A session that is idle() can simply be closed.
     void request_close() noexcept { close_requested_ = true; }
+    [[nodiscard]] bool close_requested() const noexcept { return close_requested_; }
 
     // No request is partly received, and no response is owed.
     [[nodiscard]] bool idle() const noexcept {
@@ -334,7 +339,9 @@ class HeadMark {
     // After a feed that leaves `s` inside a head: whether that head is new
     // to the model's deadline (`running`: one is set, for the head recorded
     // here), so the deadline must start now. Records the head.
-    [[nodiscard]] bool is_new(const Session& s, bool running) noexcept {
+    // (`s`: a Session, or what holds one: runtime::SessionSlot.)
+    template <typename S>
+    [[nodiscard]] bool is_new(const S& s, bool running) noexcept {
         if (running && id_ == s.head_id()) return false;
         id_ = s.head_id();
         return true;

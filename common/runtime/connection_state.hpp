@@ -8,6 +8,7 @@
 
 #include "http/byte_buffer.hpp"
 #include "http/session.hpp"
+#include "runtime/session_slot.hpp"
 #include "runtime/clock.hpp"
 #include "runtime/deadline_clock.hpp"
 #include "runtime/options.hpp"
@@ -17,9 +18,6 @@ namespace sm::runtime {
 
 template <template <typename> class Cell>
 struct ConnectionState {
-    ConnectionState(const http::ResponseCache& cache, const http::Limits& limits) noexcept
-        : session(cache, limits) {}
-
     // Our side is shut down: input is discarded until EOF or the deadline.
     [[nodiscard]] bool lingering() const noexcept {
         return clock.phase() == DeadlineClock<Cell>::Phase::lingering;
@@ -29,7 +27,8 @@ struct ConnectionState {
         return clock.phase() == DeadlineClock<Cell>::Phase::blocked;
     }
 
-    http::Session session;
+    // Held only while a request is in progress (session_slot.hpp).
+    SessionSlot session;
     // The session ended (Connection: close, an error, HTTP/1.0): what follows
     // is not answered, and the connection ends once its output is written.
     bool want_close = false;

@@ -18,14 +18,17 @@
 #include "runtime/accept_gate.hpp"
 #include "runtime/deadlines.hpp"
 #include "runtime/server.hpp"
+#include "runtime/session_slot.hpp"
 
 namespace sm::runtime {
 
 template <typename Conn>
 class Connections {
   public:
-    Connections(const WorkerContext& ctx, const http::ResponseCache& cache) noexcept
-        : gate(ctx.connections), deadlines(ctx.options), options_(ctx.options), cache_(cache) {}
+    // Made on the thread that serves them: it becomes that thread's session
+    // pool (session_slot.hpp), rendering with `cache`.
+    Connections(const WorkerContext& ctx, const http::ResponseCache& cache)
+        : gate(ctx.connections), deadlines(ctx.options), options_(ctx.options), sessions_(cache, ctx.options.limits) {}
     Connections(const Connections&) = delete;
     Connections& operator=(const Connections&) = delete;
 
@@ -42,7 +45,7 @@ class Connections {
             free_.pop_back();
         } else {
             try {
-                c = &pool_.emplace_back(cache_, options_.limits);
+                c = &pool_.emplace_back();
             } catch (...) {
                 gate.release();
                 throw;
@@ -145,7 +148,7 @@ class Connections {
 
   private:
     const ServerOptions& options_;
-    const http::ResponseCache& cache_;
+    SessionPool::Scope sessions_;
     std::deque<Conn> pool_;  // stable addresses: the kernel, libuv and llhttp point into them
     std::vector<Conn*> free_;
     std::size_t live_ = 0;

@@ -83,7 +83,9 @@ class DeadlineClock {
     // After each feed of `s`: keeps the head deadline while the session is
     // inside a request head, set when the head begins. True when that head
     // is new (its deadline starts now). Nothing while blocked or lingering.
-    bool track_head(const http::Session& s, Clock::time_point now,
+    // (`s`: an http::Session, or what holds one: SessionSlot.)
+    template <typename Session>
+    bool track_head(const Session& s, Clock::time_point now,
                     const ServerOptions& o) noexcept {
         if (phase() != Phase::reading) return false;
         const bool timed = head_deadline_.load() != 0;
@@ -107,7 +109,8 @@ class DeadlineClock {
     }
     // Reading resumes: the idle deadline from `now`, and a head in progress
     // (of `s`) gets its deadline afresh. True when it did.
-    bool unblock(const http::Session& s, Clock::time_point now, const ServerOptions& o) noexcept {
+    template <typename Session>
+    bool unblock(const Session& s, Clock::time_point now, const ServerOptions& o) noexcept {
         if (phase() != Phase::blocked) return false;
         phase_.store(Phase::reading);
         touch(now);

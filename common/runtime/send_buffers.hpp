@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <utility>
+#include <vector>
 
 #include "http/byte_buffer.hpp"
 #include "http/session.hpp"
@@ -20,6 +21,35 @@ namespace sm::runtime {
 // most this much beside it. A 16-deep pipeline's responses (2-3 KiB) stay
 // under it: a benchmark connection keeps its two buffers.
 inline constexpr std::size_t kKeepCapacity = 8 * 1024;
+
+// Output buffers no connection holds, one set per thread (the model's
+// worker): a connection with nothing to send gives its two back
+// (take_collected) and takes one when it has something to render
+// (provide), so an idle keep-alive connection holds no output memory (its
+// two buffers were most of its memory), and no request allocates one.
+class SpareBuffers {
+  public:
+    SpareBuffers() { free_.reserve(kSparesKept); }
+    // `b` (a connection's output) has memory: a spare one if it had none.
+    void provide(http::ByteBuffer& b) noexcept {
+        if (b.capacity() != 0 || free_.empty()) return;
+        std::swap(b, free_.back());
+        free_.pop_back();
+    }
+    // `b`'s memory (its bytes discarded) kept for provide(), or freed when
+    // kSparesKept are kept already; `b` is left without memory.
+    void give(http::ByteBuffer& b) noexcept {
+        if (b.capacity() == 0) return;
+        b.clear();
+        if (free_.size() >= kSparesKept) return b.release();
+        free_.emplace_back();  // within the capacity reserved: no allocation
+        std::swap(free_.back(), b);
+    }
+    [[nodiscard]] std::size_t kept() const noexcept { return free_.size(); }
+
+  private:
+    std::vector<http::ByteBuffer> free_;
+};
 
 // Output a connection holds, sent and collected.
 template <typename Conn>
@@ -35,12 +65,16 @@ inline void trim(http::ByteBuffer& b, std::size_t keep) noexcept {
 
 // No send in flight and `sending` drained: everything collected becomes the
 // next send, in one (nothing is copied), and the drained buffer collects the
-// next responses, its memory given back if a backlog grew it.
+// next responses, its memory given back if a backlog grew it. Nothing
+// collected: both buffers go to `spare` (the connection is between requests).
 template <typename Conn>
-void take_collected(Conn& c) noexcept {
+void take_collected(Conn& c, SpareBuffers& spare) noexcept {
     if (!c.sending.empty()) return;
     std::swap(c.out, c.sending);
     if (c.out.capacity() > kKeepCapacity) c.out.release();
+    if (!c.sending.empty()) return;
+    spare.give(c.out);
+    spare.give(c.sending);
 }
 
 // A send completed, the kernel having taken `bytes` of `sending`: a short
@@ -54,8 +88,8 @@ template <typename Conn>
     return bytes > 0;
 }
 
-// Before feeding `input` bytes to c's session: the limit for its output
-// `out` (Session::feed). The output mark (--output-mark) while no send is
+// Before feeding `input` bytes to c's session: `out` gets memory from
+// `spare` if it has none, and this is the limit for it (Session::feed). The output mark (--output-mark) while no send is
 // in flight; nothing while one is (the responses are deferred, and
 // rendered once it is done: settle_output), so that a client that does not
 // read holds one buffer of output, not two. (A client that reads gets its
@@ -66,7 +100,8 @@ template <typename Conn>
 // output then takes one allocation, not one of each size on the way to
 // twice the mark.
 template <typename Conn>
-[[nodiscard]] std::size_t feed_limit(Conn& c, std::size_t input, std::size_t mark) {
+[[nodiscard]] std::size_t feed_limit(Conn& c, std::size_t input, std::size_t mark, SpareBuffers& spare) {
+    spare.provide(c.out);
     if (!c.sending.empty()) return 0;
     if (input * 8 > kKeepCapacity && c.out.capacity() < mark + kResponseSlack)
         c.out.reserve(mark + kResponseSlack);

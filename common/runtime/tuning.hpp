@@ -21,6 +21,14 @@ inline constexpr std::size_t kReadSize = 64 * 1024;
 // mark): a client that pipelined without reading cost server-blocking
 // 86 KiB of memory instead of 52.
 inline constexpr std::size_t kResponseSlack = 4 * 1024;
+// What an idle connection gives back, a thread keeps for the next requests:
+// this many sessions (session_slot.hpp) and output buffers (send_buffers.hpp,
+// the completion models). More than a thread has requests in progress at
+// once under a benchmark's load (64-512 connections, most of them between
+// requests at any moment), so none is allocated per request; after a burst
+// of more, the rest are freed (some 120 KiB of sessions kept, and 128 KiB of
+// output buffers of the usual size).
+inline constexpr std::size_t kSparesKept = 256;
 // Connections accepted per listener wake-up before serving the others.
 inline constexpr int kAcceptBatch = 64;
 // Full reads (kReadSize each) one connection may do in one turn before it

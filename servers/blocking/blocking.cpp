@@ -76,7 +76,6 @@ void set_timeouts(int fd, std::chrono::milliseconds rcv, std::chrono::millisecon
 struct Server::Worker {
     explicit Worker(const runtime::ServerOptions& o)
         : cache(o.mode, std::time(nullptr), o.workloads()),
-          conn(cache, o.limits),
           // Zeroed, so resident from the start rather than page by page as
           // large reads first reach each page.
           read_buf(std::make_unique<char[]>(kReadSize)),
@@ -269,6 +268,7 @@ void Server::stop_connections(int how, bool only_idle) {
 }
 
 void Server::worker_loop(Worker& w) {
+    const runtime::SessionPool::Scope sessions(w.cache, opts_.limits);
     std::unique_lock lock(mutex_);
     const auto has_work = [this] { return !handed_.empty() || exit_; };
     // More threads than --threads: this one may end (the acceptor joins it).
@@ -320,7 +320,7 @@ void Server::serve(Worker& w, int fd) {
     c.want_close = c.peer_closed = false;
     c.clock.start(Clock::now());
     w.out.clear();
-    http::Session& session = c.session;
+    runtime::SessionSlot& session = c.session;
     db::SyncClient* const db = w.db ? &*w.db : nullptr;
     // Each read waits until the next deadline (runtime::DeadlineClock). The
     // socket's timeout is changed only when it is off by more than

@@ -287,7 +287,7 @@ void Worker::on_recv(Connection& c, DWORD bytes, DWORD error) {
     if (!c.lingering() && !c.want_close) {
         conns_.deadlines.touch(c, now_);
         const auto r = c.session.feed({c.in.get(), bytes}, c.out,
-                                      runtime::feed_limit(c, bytes, conns_.options().output_mark));
+                                      runtime::feed_limit(c, bytes, conns_.options().output_mark, spare_));
         conns_.deadlines.track_head(c, now_);
         if (r == http::Session::Result::close) c.want_close = true;  // what follows is not answered
     }
@@ -306,7 +306,7 @@ void Worker::work(Connection& c) {
     if (c.closing) return;
     const bool receive = c.lingering() || runtime::settle_output(c, conns_.deadlines, now_, conns_.options().output_mark);
     if (!c.send_posted && !c.lingering()) {
-        runtime::take_collected(c);
+        runtime::take_collected(c, spare_);
         // Closed by either (maybe recycled already: only `open` says so).
         if (!c.sending.empty()) {
             post_send(c);

@@ -38,6 +38,7 @@
 #include "http/response.hpp"
 #include "http/session.hpp"
 #include "runtime/connections.hpp"
+#include "runtime/send_buffers.hpp"
 #include "runtime/server.hpp"
 #include "runtime/windows/winsock.hpp"
 
@@ -57,8 +58,8 @@ struct Op {
 };
 
 struct Connection : runtime::ConnectionRecord {
-    Connection(const http::ResponseCache& cache, const http::Limits& limits)
-        : ConnectionRecord(cache, limits), recv_op{.kind = Op::recv, .conn = this},
+    Connection()
+        : recv_op{.kind = Op::recv, .conn = this},
           send_op{.kind = Op::send, .conn = this} {}
 
     SOCKET socket = INVALID_SOCKET;  // INVALID_SOCKET once closed
@@ -135,6 +136,7 @@ class Worker {
     HANDLE port_;
     http::ResponseCache cache_;
     runtime::Connections<Connection> conns_;
+    runtime::SpareBuffers spare_;  // output buffers of the connections between requests
     LPFN_ACCEPTEX accept_ex_ = nullptr;
     int listen_family_ = AF_INET;  // of the sockets AcceptEx is given
     std::vector<std::unique_ptr<AcceptSlot>> slots_;  // thread 0's AcceptEx calls

@@ -106,10 +106,7 @@ void Worker::call(H* h, A... args) noexcept {
 
 void Worker::on_close(uv_handle_t* h) noexcept {
     Connection& c = conn(h);
-    c.pending.clear();
-    c.pending.release();
-    c.later.clear();
-    c.later.release();
+    c.backlog.reset();  // its write, if any, was cancelled (and its callback run) before this
     c.reading = c.writing = false;
     of(h).conns_.recycle(c);
 }
@@ -261,8 +258,8 @@ void Worker::go_on(Connection& c) {
 
 void Worker::deliver(void* owner, const http::Job& job, const http::JobResult& result) noexcept {
     Connection& c = *static_cast<Connection*>(owner);
-    // While write_req owns c.pending (until written()), these go after it.
-    if (!conns_.complete_job(c, job, result, c.writing ? c.later : out_, now())) return;
+    // While the backlog is being written (until written()), these go after it.
+    if (!conns_.complete_job(c, job, result, c.writing ? c.backlog->later : out_, now())) return;
     if (c.writing) return;
     if (!out_.empty() && !send_batch(c)) return;
     // Nothing waits any more: the connection goes on where it paused.
@@ -333,16 +330,17 @@ bool Worker::send_batch(Connection& c) {
     // responses wait for the socket, reading pauses: a client that pipelines
     // without reading is held back by TCP flow control, not by our memory.
     out_.consume(sent);
-    c.pending.append(out_.view());
+    if (!c.backlog) c.backlog = std::make_unique<Backlog>();
+    c.backlog->pending.append(out_.view());
     out_.clear();
     if (c.reading) uv_read_stop(stream(c.tcp));
     c.reading = false;
     // Until the client takes it: --send-timeout runs, which may come first.
     conns_.deadlines.block(c, now());
     schedule();
-    c.write_req.data = &c;
-    const uv_buf_t rest = buffer(c.pending);
-    if (uv_write(&c.write_req, stream(c.tcp), &rest, 1, call<&Worker::written>) != 0) {
+    c.backlog->req.data = &c;
+    const uv_buf_t rest = buffer(c.backlog->pending);
+    if (uv_write(&c.backlog->req, stream(c.tcp), &rest, 1, call<&Worker::written>) != 0) {
         close_now(c);
         return false;
     }
@@ -356,17 +354,14 @@ void Worker::written(uv_write_t* req, int status) {
     c.writing = false;
     if (!c.open || status == UV_ECANCELED) return;  // closed meanwhile
     if (status < 0) return close_now(c);
-    // Drained: a backlog of that size was exceptional, give the memory back
-    // (an idle connection holds no buffer); the request is reused.
-    c.pending.clear();
-    c.pending.release();
+    // Drained: a backlog was exceptional, its memory goes back (an idle
+    // connection holds none).
     conns_.deadlines.touch(c, now());
-    if (!c.later.empty()) {
-        // What the database completed during the write goes out next.
-        std::swap(out_, c.later);
-        c.later.release();
-        if (!send_batch(c)) return;
-    }
+    const bool later = !c.backlog->later.empty();
+    // What the database completed during the write goes out next.
+    if (later) std::swap(out_, c.backlog->later);
+    c.backlog.reset();
+    if (later && !send_batch(c)) return;
     if (!c.session.waiting()) go_on(c);
 }
 

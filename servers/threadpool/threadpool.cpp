@@ -193,7 +193,7 @@ void Pool::run() {
 }
 
 bool Pool::adopt(int fd) {
-    auto owned = std::make_unique<Connection>(fd, workers_[0]->cache, opts_.limits);
+    auto owned = std::make_unique<Connection>(fd);
     Connection* c = owned.get();
     {
         const std::lock_guard lock(registry_mutex_);
@@ -255,6 +255,7 @@ void Pool::begin_shutdown(Clock::time_point now) {
 // --- worker side ------------------------------------------------------------------
 
 void Pool::worker_loop(Worker& w) {
+    const runtime::SessionPool::Scope sessions(w.cache, opts_.limits);
     while (Connection* c = queue_.pop()) {
         w.cache.refresh(std::time(nullptr));
         c->session.bind(w.cache);

@@ -46,8 +46,7 @@ using runtime::Clock;
 // relaxed atomics: written by the worker that owns it, read by the
 // reactor's sweep (no other shared state).
 struct Connection : runtime::ConnectionState<runtime::Shared> {
-    Connection(int socket, const http::ResponseCache& cache, const http::Limits& limits) noexcept
-        : ConnectionState(cache, limits), fd(socket) {
+    explicit Connection(int socket) noexcept : fd(socket) {
         clock.start(Clock::now());
     }
 

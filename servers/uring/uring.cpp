@@ -267,7 +267,7 @@ void Worker::pause_recv(Connection& c) {
 
 void Worker::feed(Connection& c, std::string_view data) {
     const auto r = c.session.feed(
-        data, c.out, runtime::feed_limit(c, data.size(), conns_.options().output_mark));
+        data, c.out, runtime::feed_limit(c, data.size(), conns_.options().output_mark, spare_));
     conns_.deadlines.track_head(c, now_);
     if (r == http::Session::Result::close) c.want_close = true;  // what follows is not answered
     if (c.session.waiting()) db_->submit_jobs(&c, c.session);
@@ -298,7 +298,7 @@ void Worker::work(Connection& c) {
         if (c.session.waiting()) db_->submit_jobs(&c, c.session);
     }
     if (!c.send_in_flight && !c.lingering()) {
-        runtime::take_collected(c);
+        runtime::take_collected(c, spare_);
         if (!c.sending.empty()) {
             io_uring_sqe* s = ring_.sqe();
             io_uring_prep_send(s, c.fd, c.sending.data(), c.sending.size(), MSG_NOSIGNAL);
@@ -374,7 +374,9 @@ void Worker::run_work() {
 void Worker::deliver(void* owner, const http::Job& job, const http::JobResult& result) noexcept {
     Connection& c = *static_cast<Connection*>(owner);
     // Closing: its cancels are out, it is finalized when they are back.
-    if (c.closing || !conns_.complete_job(c, job, result, c.out, now_)) return;
+    if (c.closing) return;
+    spare_.provide(c.out);
+    if (!conns_.complete_job(c, job, result, c.out, now_)) return;
     // work() sends, renders what was deferred meanwhile, re-arms the recv,
     // or finishes.
     mark(c);

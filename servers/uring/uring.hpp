@@ -28,6 +28,7 @@
 #include "http/response.hpp"
 #include "http/session.hpp"
 #include "runtime/connections.hpp"
+#include "runtime/send_buffers.hpp"
 #include "runtime/log.hpp"
 #include "runtime/server.hpp"
 #include "uring/ring.hpp"
@@ -116,6 +117,7 @@ class Worker final : db::Loop {
     const runtime::StopSignal& stop_;
     http::ResponseCache cache_;
     runtime::Connections<Connection> conns_;
+    runtime::SpareBuffers spare_;  // output buffers of the connections between requests
     // Accepted while the thread was at --max-connections.
     using Parked = runtime::ParkedConnections<int>;
     Parked parked_;

@@ -9,9 +9,12 @@
 #include <new>
 #include <span>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "support/count_allocations.hpp"
 #include "http_test_support.hpp"
+#include "runtime/session_slot.hpp"
 
 using sm::test::g_allocations;
 
@@ -62,6 +65,44 @@ TEST_CASE("session answers requests without allocating", "[allocations][session]
     const std::size_t allocations = g_allocations.load() - before;
     CHECK(h.session.responses() == answered * 201);
     CHECK(allocations == 0);
+}
+
+TEST_CASE("a connection's session slot answers requests without allocating: its session comes "
+          "from the thread's pool and goes back between requests",
+          "[allocations][session_slot]") {
+    const std::string batch = mixed_batch();
+    sm::http::ResponseCache cache(ResponseMode::composed, sm::test::kRfcExampleSecond);
+    const sm::http::Limits limits;
+    const sm::runtime::SessionPool::Scope scope(cache, limits);
+    std::vector<sm::runtime::SessionSlot> slots(64);  // connections served in turn
+    sm::http::ByteBuffer out;
+    const auto feed = [&](sm::runtime::SessionSlot& s, std::string_view bytes) {
+        s.feed(std::span<const char>(bytes.data(), bytes.size()), out);
+    };
+    // Warm up: the output buffer grows to a batch's responses, and the pool
+    // makes the sessions a head split across reads holds at once.
+    for (auto& s : slots) {
+        feed(s, batch);
+        feed(s, std::string_view(batch).substr(0, 20));
+    }
+    for (auto& s : slots)
+        feed(s, std::string_view(batch).substr(20));
+    out.clear();
+    const std::size_t before = g_allocations.load();
+    for (int round = 0; round < 50; ++round) {
+        for (auto& s : slots) {
+            out.clear();
+            if (round % 2 == 0) {
+                feed(s, batch);
+            } else {
+                for (std::size_t at = 0; at < batch.size(); at += 37)
+                    feed(s, std::string_view(batch).substr(at, 37));
+            }
+            CHECK_FALSE(s.holds());  // between requests: no session
+        }
+    }
+    CHECK(g_allocations.load() - before == 0);
+    CHECK(sm::runtime::SessionPool::current().made() == slots.size());
 }
 
 TEST_CASE("response cache refreshes the Date without allocating", "[allocations][response]") {

@@ -15,6 +15,7 @@
 #include "http/session.hpp"
 #include "runtime/clock.hpp"
 #include "runtime/deadlines.hpp"
+#include "runtime/session_slot.hpp"
 #include "runtime/options.hpp"
 
 namespace sm::test {
@@ -54,10 +55,12 @@ inline runtime::ServerOptions test_options() {
     return o;
 }
 
-// What a ConnectionRecord needs: a response cache and the request limits.
+// What a ConnectionRecord needs: a response cache and the request limits,
+// and this thread's session pool made of them (session_slot.hpp).
 struct SessionEnv {
     http::ResponseCache cache{http::ResponseMode::composed, 0};
     http::Limits limits;
+    runtime::SessionPool::Scope sessions{cache, limits};
 };
 
 // A session of its own, for the deadline fixtures.
@@ -67,7 +70,9 @@ struct SessionFixture {
 };
 
 // Feeds `bytes` to s; returns the responses it wrote.
-inline std::string feed(http::Session& s, std::string_view bytes) {
+// (`s`: an http::Session, or a connection's runtime::SessionSlot.)
+template <typename Session>
+std::string feed(Session& s, std::string_view bytes) {
     http::ByteBuffer out;
     s.feed(std::span<const char>(bytes.data(), bytes.size()), out);
     return std::string(out.view());

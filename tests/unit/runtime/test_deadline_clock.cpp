@@ -217,8 +217,8 @@ TEST_CASE("deadline_clock sweep_interval is a quarter of the shortest timeout, w
 namespace {
 
 struct State : sm::runtime::ConnectionState<sm::runtime::Plain> {
-    State() : ConnectionState(env.cache, env.limits) { clock.start(at(0)); }
-    // Declared before the base is built: the session points into them.
+    State() { clock.start(at(0)); }
+    // The session pool its session comes from (this thread's).
     static inline sm::test::SessionEnv env;
 };
 

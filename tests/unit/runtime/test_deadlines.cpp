@@ -32,7 +32,7 @@ struct Fixture {
     std::vector<int> late;       // ids, in the order head() was called
 
     TestConn& make(int id) {
-        TestConn& c = conns.emplace_back(env.cache, env.limits);
+        TestConn& c = conns.emplace_back();
         c.id = id;
         return c;
     }
@@ -276,7 +276,8 @@ TEST_CASE_METHOD(Fixture, "deadlines a connection waiting for the database is no
     // bounds the wait): the client waits for us, not we for it.
     const sm::http::ResponseCache db_cache(sm::http::ResponseMode::composed, 0,
                                            {true, sm::http::FortuneSource::database});
-    TestConn& waiting = conns.emplace_back(db_cache, env.limits);
+    const sm::runtime::SessionPool::Scope db_sessions(db_cache, env.limits);  // its session renders /db
+    TestConn& waiting = conns.emplace_back();
     waiting.id = 1;
     TestConn& other = make(2);
     d.touch(waiting, at(0));

@@ -29,20 +29,22 @@ struct Conn {
 
 TEST_CASE("take_collected: the collected responses become the next send, in one",
           "[send_buffers]") {
+    sm::runtime::SpareBuffers spare;
     Conn c;
     c.out.append("first");
     c.out.append("second");
-    sm::runtime::take_collected(c);
+    sm::runtime::take_collected(c, spare);
     CHECK(c.sending.view() == "firstsecond");
     CHECK(c.out.empty());
     CHECK(sm::runtime::output_of(c) == 11);
 }
 
 TEST_CASE("take_collected: nothing moves while the last send is unfinished", "[send_buffers]") {
+    sm::runtime::SpareBuffers spare;
     Conn c;
     c.sending.append("in flight");
     c.out.append("next");
-    sm::runtime::take_collected(c);
+    sm::runtime::take_collected(c, spare);
     CHECK(c.sending.view() == "in flight");
     CHECK(c.out.view() == "next");
     CHECK(sm::runtime::output_of(c) == 13);
@@ -50,13 +52,14 @@ TEST_CASE("take_collected: nothing moves while the last send is unfinished", "[s
 
 TEST_CASE("take_collected: a buffer a backlog grew gives its memory back once drained",
           "[send_buffers]") {
+    sm::runtime::SpareBuffers spare;
     Conn c;
     const std::string backlog(2 * kKeepCapacity, 'x');
     c.sending.append(backlog);  // sent by now: the drained buffer is `sending`
     c.sending.clear();
     CHECK(c.sending.capacity() > kKeepCapacity);
     c.out.append("next");
-    sm::runtime::take_collected(c);
+    sm::runtime::take_collected(c, spare);
     CHECK(c.sending.view() == "next");
     CHECK(c.out.capacity() == 0);  // the grown one, now collecting, was released
 
@@ -66,8 +69,47 @@ TEST_CASE("take_collected: a buffer a backlog grew gives its memory back once dr
     small.sending.clear();
     const std::size_t kept = small.sending.capacity();
     small.out.append("next");
-    sm::runtime::take_collected(small);
+    sm::runtime::take_collected(small, spare);
     CHECK(small.out.capacity() == kept);
+}
+
+TEST_CASE("take_collected: with nothing collected both buffers go to the spares, and feed_limit "
+          "takes one back: an idle connection holds no output memory, and no request allocates",
+          "[send_buffers]") {
+    sm::runtime::SpareBuffers spare;
+    Conn c;
+    c.out.append("a response");
+    sm::runtime::take_collected(c, spare);
+    REQUIRE(sm::runtime::consume_sent(c, c.sending.size()));  // sent
+    const char* memory = c.sending.data();
+    sm::runtime::take_collected(c, spare);  // nothing collected since
+    CHECK(c.sending.capacity() == 0);
+    CHECK(c.out.capacity() == 0);
+    CHECK(spare.kept() == 1);  // the one that had memory
+    // The next request's responses go into that same memory.
+    (void)sm::runtime::feed_limit(c, 40, 32 * 1024, spare);
+    CHECK(c.out.capacity() > 0);
+    CHECK(c.out.data() == memory);
+    CHECK(spare.kept() == 0);
+    // Without spares, it stays without memory until a response grows it.
+    Conn other;
+    (void)sm::runtime::feed_limit(other, 40, 32 * 1024, spare);
+    CHECK(other.out.capacity() == 0);
+}
+
+TEST_CASE("SpareBuffers keeps at most kSparesKept buffers and frees the rest", "[send_buffers]") {
+    sm::runtime::SpareBuffers spare;
+    for (std::size_t i = 0; i < sm::runtime::kSparesKept + 3; ++i) {
+        ByteBuffer b;
+        b.append("x");
+        spare.give(b);
+        CHECK(b.capacity() == 0);
+        CHECK(b.empty());
+    }
+    CHECK(spare.kept() == sm::runtime::kSparesKept);
+    ByteBuffer none;
+    spare.give(none);  // nothing to keep
+    CHECK(spare.kept() == sm::runtime::kSparesKept);
 }
 
 TEST_CASE("trim empties a buffer and keeps at most the memory asked for", "[send_buffers]") {
@@ -131,14 +173,15 @@ TEST_CASE(
 TEST_CASE("feed_limit: the mark with no send in flight, nothing while one is; a read that may "
           "be answered with more than kKeepCapacity reserves the mark at once",
           "[send_buffers]") {
+    sm::runtime::SpareBuffers spare;
     using sm::runtime::feed_limit;
     Conn c;
-    CHECK(feed_limit(c, 600, 32 * 1024) == 32 * 1024);  // a 16-deep pipeline: nothing reserved
+    CHECK(feed_limit(c, 600, 32 * 1024, spare) == 32 * 1024);  // a 16-deep pipeline: nothing reserved
     CHECK(c.out.capacity() == 0);
-    CHECK(feed_limit(c, 8192, 32 * 1024) == 32 * 1024);  // a flood's read
+    CHECK(feed_limit(c, 8192, 32 * 1024, spare) == 32 * 1024);  // a flood's read
     CHECK(c.out.capacity() == 32 * 1024 + sm::runtime::kResponseSlack);
     c.sending.append("in flight");
-    CHECK(feed_limit(c, 8192, 32 * 1024) == 0);
+    CHECK(feed_limit(c, 8192, 32 * 1024, spare) == 0);
 }
 
 TEST_CASE("consume_sent: a drained buffer grown past kKeepCapacity is freed at once",
@@ -169,6 +212,7 @@ struct ModelConn : sm::test::TestConn {
 TEST_CASE("settle_output: what was deferred is rendered once the send is done, up to the mark; "
           "a connection whose output waits is blocked and receives nothing",
           "[send_buffers]") {
+    sm::runtime::SpareBuffers spare;
     constexpr std::size_t kOutputMark = 32 * 1024;  // --output-mark's default
     using sm::runtime::output_of;
     using sm::runtime::settle_output;
@@ -176,14 +220,14 @@ TEST_CASE("settle_output: what was deferred is rendered once the send is done, u
     sm::test::SessionEnv env;
     const sm::runtime::ServerOptions options = sm::test::test_options();
     sm::runtime::Deadlines<ModelConn> deadlines(options);
-    ModelConn c(env.cache, env.limits);
+    ModelConn c;
     deadlines.start(c, at(0));
     // Several marks' worth of responses asked for in one read.
     std::string flood;
     while (flood.size() < kOutputMark)
         flood += sm::test::kRequest;
     c.session.feed(std::span<const char>(flood.data(), flood.size()), c.out,
-                   sm::runtime::feed_limit(c, flood.size(), kOutputMark));
+                   sm::runtime::feed_limit(c, flood.size(), kOutputMark, spare));
     REQUIRE(c.session.deferred());
     REQUIRE(output_of(c) >= kOutputMark);
     CHECK(output_of(c) < kOutputMark + 200);  // one response past it at most
@@ -193,7 +237,7 @@ TEST_CASE("settle_output: what was deferred is rendered once the send is done, u
     CHECK(c.blocked());
     CHECK_FALSE(sm::runtime::wants_receive(c, false, false));
     // Sent, in part: nothing more is rendered while the rest is in flight.
-    sm::runtime::take_collected(c);
+    sm::runtime::take_collected(c, spare);
     REQUIRE(sm::runtime::consume_sent(c, kOutputMark / 2));
     CHECK_FALSE(settle_output(c, deadlines, at(2), kOutputMark));
     CHECK(c.out.empty());
@@ -207,7 +251,7 @@ TEST_CASE("settle_output: what was deferred is rendered once the send is done, u
     std::size_t rounds = 0;
     while (!settle_output(c, deadlines, at(4), kOutputMark)) {
         REQUIRE(++rounds < 100);
-        sm::runtime::take_collected(c);
+        sm::runtime::take_collected(c, spare);
         REQUIRE(sm::runtime::consume_sent(c, c.sending.size()));
     }
     CHECK_FALSE(c.session.deferred());

@@ -250,7 +250,7 @@ struct KernelQueue {
     sm::test::SessionEnv env;
     ServerOptions options = sm::test::test_options();
     Deadlines<sm::test::TestConn> d{options};
-    sm::test::TestConn c{env.cache, env.limits};
+    sm::test::TestConn c;
     int closed = 0;
     int late = 0;
 
