@@ -177,8 +177,9 @@ class Loop {
         } else if (res < 0 && res != -ENOBUFS) {
             return close_now(c);  // ECONNRESET and friends: nobody to answer
         }
-        // ENOBUFS: the ring ran dry in this batch; flush() re-arms the recv
-        // once the batch's buffers are back.
+        // ENOBUFS: the ring ran dry in this batch; it grows (as server-uring's
+        // does), and flush() re-arms the recv once the batch's buffers are back.
+        if (res == -ENOBUFS) (void)buffers_.grow();
         marked_.push_back(&c);
     }
 

@@ -4,6 +4,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <system_error>
@@ -91,7 +92,7 @@ io_uring_sqe* Ring::sqe() {
 }
 
 ProvidedBuffers::ProvidedBuffers(unsigned count, std::size_t size, Residency residency)
-    : count_(count), size_(size), mask_(io_uring_buf_ring_mask(count)) {
+    : count_(count), residency_(residency), size_(size), mask_(io_uring_buf_ring_mask(count)) {
     // The ring of buffer descriptors must be page aligned: mmap gives that.
     ring_bytes_ = count * sizeof(io_uring_buf);
     void* r =
@@ -99,11 +100,10 @@ ProvidedBuffers::ProvidedBuffers(unsigned count, std::size_t size, Residency res
     if (r == MAP_FAILED)
         throw std::system_error(errno, std::generic_category(), "mmap(buffer ring)");
     ring_ = static_cast<io_uring_buf_ring*>(r);
-    // The buffers themselves, populated now or not (Residency says why).
+    // The buffers themselves: address space for all, resident as they are
+    // handed over or as the kernel writes (Residency says why).
     data_bytes_ = count * size;
-    const int populate = residency == Residency::populated ? MAP_POPULATE : 0;
-    void* d = ::mmap(nullptr, data_bytes_, PROT_READ | PROT_WRITE,
-                     MAP_ANONYMOUS | MAP_PRIVATE | populate, -1, 0);
+    void* d = ::mmap(nullptr, data_bytes_, PROT_READ | PROT_WRITE, MAP_ANONYMOUS | MAP_PRIVATE, -1, 0);
     if (d == MAP_FAILED) {
         const int err = errno;
         ::munmap(ring_, ring_bytes_);
@@ -126,10 +126,28 @@ int ProvidedBuffers::register_with(Ring& ring, std::uint16_t group) noexcept {
     reg.ring_entries = count_;
     reg.bgid = group;
     if (const int rc = io_uring_register_buf_ring(ring.get(), &reg, 0); rc < 0) return rc;
-    for (unsigned i = 0; i < count_; ++i)
-        give_back(static_cast<std::uint16_t>(i));
+    provide(residency_ == Residency::populated ? std::min(count_, kFirstBuffers) : count_);
     publish();
     return 0;
+}
+
+bool ProvidedBuffers::grow() noexcept {
+    if (grown_) return true;
+    if (provided_ == count_) return false;
+    provide(std::min(provided_, count_ - provided_));
+    grown_ = true;
+    return true;
+}
+
+void ProvidedBuffers::provide(unsigned n) noexcept {
+    if (residency_ == Residency::populated) {
+        // Best effort: without it (kernels before 5.14) the pages fault in
+        // where the kernel writes.
+        (void)::madvise(buffer(static_cast<std::uint16_t>(provided_)), n * size_, MADV_POPULATE_WRITE);
+    }
+    for (unsigned i = 0; i < n; ++i)
+        give_back(static_cast<std::uint16_t>(provided_ + i));
+    provided_ += n;
 }
 
 }  // namespace sm::uring

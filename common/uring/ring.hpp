@@ -47,18 +47,28 @@ class Ring {
     int preferred_refused_ = 0;
 };
 
-// When the memory of provided buffers becomes resident.
+// When the memory of provided buffers becomes resident, and how many are
+// handed to the kernel.
 enum class Residency {
-    // At construction (MAP_POPULATE, best effort): left to fault in where the
+    // As they are handed to the kernel, whole (MADV_POPULATE_WRITE, best
+    // effort): kFirstBuffers at registration, and as many again each time the
+    // ring runs dry (grow()), up to the count. Left to fault in where the
     // kernel first writes, the buffers would become resident page by page
     // over minutes (a second page only when a recv fills more than 4 KiB), so
     // RSS would creep under load and the first recvs of a measurement would
-    // pay the page faults. Resident from the start, the thread's receive
-    // memory is count x size, flat. For a server whose memory is measured.
+    // pay the page faults; handed over all at once, an idle server would hold
+    // count x size (8 MiB by default) for load it may never see. So the
+    // memory steps up to what the load keeps in flight, during the warm-up,
+    // and stays flat. For a server whose memory is measured.
     populated,
-    // Where the kernel first writes: the memory follows what recvs fill.
+    // All handed over at registration, resident where the kernel first
+    // writes: the memory follows what recvs fill.
     on_demand,
 };
+
+// Buffers a populated ring starts with: a few idle or light connections'
+// worth (256 KiB of 8 KiB buffers), so a server at rest stays small.
+inline constexpr unsigned kFirstBuffers = 32;
 
 // `count` buffers of `size` bytes handed to the kernel through a buffer ring:
 // a multishot recv picks a free one per completion, so memory follows the
@@ -73,13 +83,21 @@ class ProvidedBuffers {
     ProvidedBuffers(const ProvidedBuffers&) = delete;
     ProvidedBuffers& operator=(const ProvidedBuffers&) = delete;
 
-    // Registers the ring as buffer group `group` and hands every buffer to
-    // the kernel. Returns 0 or a negative errno (EINVAL: kernel older than 5.19).
+    // Registers the ring as buffer group `group` and hands the first buffers
+    // (Residency) to the kernel. Returns 0 or a negative errno (EINVAL:
+    // kernel older than 5.19).
     int register_with(Ring& ring, std::uint16_t group) noexcept;
+    // The ring ran dry (a recv got ENOBUFS): as many buffers again as the
+    // kernel has, up to count(), made resident and handed over with the next
+    // publish(); once per batch (the other recvs of the batch that found the
+    // ring dry asked for the same). False when it has them all.
+    bool grow() noexcept;
 
     [[nodiscard]] char* buffer(std::uint16_t id) const noexcept { return data_ + id * size_; }
     [[nodiscard]] std::size_t size() const noexcept { return size_; }
     [[nodiscard]] unsigned count() const noexcept { return count_; }
+    // How many the kernel has been handed (count() once grown to it).
+    [[nodiscard]] unsigned provided() const noexcept { return provided_; }
 
     // Queues buffer `id` for return; the kernel sees it after publish().
     void give_back(std::uint16_t id) noexcept {
@@ -87,13 +105,21 @@ class ProvidedBuffers {
         ++pending_;
     }
     void publish() noexcept {
+        grown_ = false;
         if (pending_ == 0) return;
         io_uring_buf_ring_advance(ring_, pending_);
         pending_ = 0;
     }
 
   private:
+    // Hands buffers [provided_, provided_ + n) to the kernel, made resident
+    // first when populated.
+    void provide(unsigned n) noexcept;
+
     unsigned count_;
+    unsigned provided_ = 0;
+    bool grown_ = false;  // since the last publish()
+    Residency residency_;
     std::size_t size_;
     int mask_;
     int pending_ = 0;

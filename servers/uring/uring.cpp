@@ -243,8 +243,10 @@ void Worker::on_recv(Connection& c, int res, unsigned flags) {
 }
 
 void Worker::note_ring_dry() {
-    // Harmless (the recv waits for the next batch) but a sign the ring is
-    // small for this load.
+    // The ring grows to what the load keeps in flight (Residency::populated).
+    if (buffers_.grow()) return;
+    // At --uring-buffers: harmless (the recv waits for the next batch) but a
+    // sign the ring is small for this load.
     dry_log_(now_, [&] {
         return fmt::format(
             "the {} provided buffers of {} KiB ran dry: a recv waits for the next batch "
