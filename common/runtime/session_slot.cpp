@@ -14,9 +14,9 @@ thread_local SessionPool* current_pool = nullptr;
 }
 
 SessionPool::Scope::Scope(const http::ResponseCache& cache, const http::Limits& limits)
-    : pool_(std::make_unique<SessionPool>(cache, limits)), outer_(current_pool) {
-    pool_->free_.reserve(kSparesKept);  // give() never allocates
-    current_pool = pool_.get();
+    : pool_(cache, limits), outer_(current_pool) {
+    pool_.free_.reserve(kSparesKept);  // give() never allocates
+    current_pool = &pool_;
 }
 
 SessionPool::Scope::~Scope() { current_pool = outer_; }

@@ -47,19 +47,8 @@ class SessionPool {
     SessionPool(const SessionPool&) = delete;
     SessionPool& operator=(const SessionPool&) = delete;
 
-    // This thread's pool while the scope lives: made where a thread starts
-    // serving connections, with the thread's response cache.
-    class Scope {
-      public:
-        Scope(const http::ResponseCache& cache, const http::Limits& limits);
-        ~Scope();
-        Scope(const Scope&) = delete;
-        Scope& operator=(const Scope&) = delete;
-
-      private:
-        std::unique_ptr<SessionPool> pool_;
-        SessionPool* outer_;
-    };
+    // This thread's pool while the scope lives (below).
+    class Scope;
 
     // The calling thread's pool (a Scope must be alive on it).
     static SessionPool& current() noexcept;
@@ -83,6 +72,20 @@ class SessionPool {
     const http::Limits& limits_;
     std::vector<std::unique_ptr<http::Session>> free_;
     std::size_t made_ = 0;
+};
+
+// This thread's pool while the scope lives: made where a thread starts
+// serving connections, with the thread's response cache.
+class SessionPool::Scope {
+  public:
+    Scope(const http::ResponseCache& cache, const http::Limits& limits);
+    ~Scope();
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+  private:
+    SessionPool pool_;
+    SessionPool* outer_;
 };
 
 class SessionSlot {

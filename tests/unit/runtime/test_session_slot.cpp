@@ -6,6 +6,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "http/byte_buffer.hpp"
@@ -28,16 +29,21 @@ SessionSlot::Result feed(SessionSlot& s, std::string_view bytes, ByteBuffer& out
     return s.feed(std::span<const char>(bytes.data(), bytes.size()), out);
 }
 
-}  // namespace
-
-TEST_CASE("session slot: a whole request is answered and its session goes back to the pool",
-          "[session_slot]") {
-    sm::test::SessionEnv env;
+// This thread's pool, a connection's slot and its output.
+struct Slot {
+    sm::test::SessionEnv env;  // first: the pool the others take from
     SessionPool& pool = SessionPool::current();
     SessionSlot slot;
+    ByteBuffer out;
+};
+
+}  // namespace
+
+TEST_CASE_METHOD(Slot,
+                 "session slot: a whole request is answered and its session goes back to the pool",
+                 "[session_slot]") {
     CHECK_FALSE(slot.holds());
     CHECK(slot.idle());
-    ByteBuffer out;
     CHECK(feed(slot, kRequest, out) == SessionSlot::Result::open);
     CHECK(out.view().starts_with("HTTP/1.1 200 OK\r\n"));
     CHECK_FALSE(slot.holds());  // idle again: given back
@@ -53,12 +59,9 @@ TEST_CASE("session slot: a whole request is answered and its session goes back t
     CHECK(pool.kept() == 1);
 }
 
-TEST_CASE("session slot: a head split across reads keeps its session, and its state, until it ends",
-          "[session_slot]") {
-    sm::test::SessionEnv env;
-    SessionPool& pool = SessionPool::current();
-    SessionSlot slot;
-    ByteBuffer out;
+TEST_CASE_METHOD(Slot,
+                 "session slot: a head split across reads keeps its session, and its state, until it ends",
+                 "[session_slot]") {
     feed(slot, kHeadStart, out);
     CHECK(slot.holds());
     CHECK(slot.in_head());
@@ -75,12 +78,9 @@ TEST_CASE("session slot: a head split across reads keeps its session, and its st
     CHECK(slot.in_head());
 }
 
-TEST_CASE("session slot: a session that ended (an error, Connection: close) stays until reset",
-          "[session_slot]") {
-    sm::test::SessionEnv env;
-    SessionPool& pool = SessionPool::current();
-    SessionSlot slot;
-    ByteBuffer out;
+TEST_CASE_METHOD(Slot,
+                 "session slot: a session that ended (an error, Connection: close) stays until reset",
+                 "[session_slot]") {
     CHECK(feed(slot, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", out) ==
           SessionSlot::Result::close);
     CHECK(slot.holds());
@@ -97,11 +97,8 @@ TEST_CASE("session slot: a session that ended (an error, Connection: close) stay
     CHECK(out.view().starts_with("HTTP/1.1 200 OK\r\n"));
 }
 
-TEST_CASE("session slot: the graceful stop takes a session to carry Connection: close",
-          "[session_slot]") {
-    sm::test::SessionEnv env;
-    SessionSlot slot;
-    ByteBuffer out;
+TEST_CASE_METHOD(Slot, "session slot: the graceful stop takes a session to carry Connection: close",
+                 "[session_slot]") {
     feed(slot, kRequest, out);
     REQUIRE_FALSE(slot.holds());
     slot.request_close();
@@ -148,15 +145,56 @@ TEST_CASE("session slot: a job out keeps the session; a job of an earlier sessio
     CHECK_FALSE(slot.holds());
 }
 
-TEST_CASE("session pool: at most kSparesKept sessions are kept", "[session_slot]") {
-    sm::test::SessionEnv env;
-    SessionPool& pool = SessionPool::current();
+TEST_CASE_METHOD(Slot, "session pool: at most kSparesKept sessions are kept", "[session_slot]") {
     std::vector<SessionSlot> slots(sm::runtime::kSparesKept + 5);
-    ByteBuffer out;
     for (SessionSlot& s : slots)
         feed(s, kHeadStart, out);  // each holds one
     CHECK(pool.made() == slots.size());
     for (SessionSlot& s : slots)
         s.reset();
     CHECK(pool.kept() == sm::runtime::kSparesKept);
+}
+
+TEST_CASE_METHOD(Slot, "session slot: a late head gets the session's 408, with or without a session here",
+                 "[session_slot]") {
+    feed(slot, kHeadStart, out);
+    slot.expire_head(out);
+    CHECK(out.view().starts_with("HTTP/1.1 408 Request Timeout\r\n"));
+    CHECK(slot.closed());
+    // A slot between requests answers as an idle session would.
+    SessionSlot idle;
+    ByteBuffer idle_out;
+    idle.expire_head(idle_out);
+    CHECK(idle_out.view().starts_with("HTTP/1.1 408 Request Timeout\r\n"));
+    CHECK(idle.closed());
+}
+
+TEST_CASE_METHOD(Slot, "session slot: bind renders the session it holds with another thread's cache",
+                 "[session_slot]") {
+    // server-threadpool: a worker binds its own cache before it feeds a
+    // connection whose session another worker took (mid-head).
+    const sm::http::ResponseCache other(sm::http::ResponseMode::composed, 784111777);
+    feed(slot, kHeadStart, out);
+    REQUIRE(slot.holds());
+    slot.bind(other);
+    feed(slot, kHeadRest, out);
+    CHECK(out.view().find("Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n") != std::string_view::npos);
+    // Taken again from this thread's pool: bound to its cache.
+    out.clear();
+    feed(slot, kRequest, out);
+    CHECK(out.view().find("Date: Thu, 01 Jan 1970 00:00:00 GMT\r\n") != std::string_view::npos);
+    SessionSlot none;
+    none.bind(other);  // nothing held: nothing to bind
+    CHECK_FALSE(none.holds());
+}
+
+TEST_CASE_METHOD(Slot, "session slot: a session given back on a thread without a pool is freed",
+                 "[session_slot]") {
+    // A thread that serves no connection (server-threadpool's reactor
+    // closing one) has no pool.
+    feed(slot, kHeadStart, out);
+    REQUIRE(slot.holds());
+    std::thread([this] { slot.reset(); }).join();
+    CHECK_FALSE(slot.holds());
+    CHECK(pool.kept() == 0);  // not this thread's to keep
 }
