@@ -16,6 +16,7 @@
 
 #include "support/http_date.hpp"
 #include "support/io_uring_check.hpp"
+#include "support/skip.hpp"
 #include "support/wait.hpp"
 
 namespace sm::test::conformance {
@@ -35,9 +36,7 @@ const bool uring_checked = [] {
 void skip_under_wine(std::string_view why) {
     if (!target().binary.ends_with(".exe")) return;
     // ctest runs each case in a process of its own: exit code 77 is "skipped".
-    std::printf("skipped under Wine: %.*s\n", static_cast<int>(why.size()), why.data());
-    std::fflush(stdout);
-    std::_Exit(77);
+    exit_skipped("under Wine: " + std::string(why));
 }
 
 const Target& target() {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "conformance.hpp"
+#include "support/ring_growth.hpp"
 #include "support/wait.hpp"
 
 using namespace sm::test;
@@ -92,36 +93,19 @@ TEST_CASE("uring provided buffers start few and grow, resident, to what the load
     // an idle server (32 MiB here); left to fault in where the kernel writes,
     // RSS would creep under load for minutes. So the ring starts with 32
     // (uring/ring.hpp, kFirstBuffers) and doubles, populated, each time it
-    // runs dry.
+    // runs dry, once per batch.
     constexpr std::size_t kBuffers = 4096;  // x 8 KiB = 32 MiB, far above the rest of the server
-    constexpr std::size_t kFirst = 32;
     auto server = start_server({"--threads", "1", "--uring-buffers", std::to_string(kBuffers)});
     const FdBaseline fds(*server);
-    // One answer: the thread has set up its ring (the ready line may come first).
-    {
-        Connection c = connect(*server);
-        REQUIRE(c.request(make_request("GET", "/plaintext")).status == 200);
-    }
-    const std::size_t at_rest = rss_kib(server->pid());
-    INFO("server RSS after one request " << at_rest << " KiB");
-    CHECK(at_rest < kBuffers * 8);  // all of them: at least 32 MiB
-    // 256 connections sending at once need more than 32 buffers in one batch
-    // (normally in the first burst; a few more keep the test from depending
-    // on the scheduler's mood, bounded): the ring grows by at least 32, whole.
-    std::size_t loaded = at_rest;
-    for (int attempt = 0; attempt < 5 && loaded < at_rest + kFirst * 8; ++attempt) {
-        std::vector<Connection> conns;
-        for (std::size_t i = 0; i < 256; ++i)
-            conns.push_back(connect(*server));
-        for (auto& c : conns)
-            c.send(make_request("GET", "/plaintext"));
-        for (auto& c : conns)
-            REQUIRE(c.read_responses(1)[0].status == 200);
-        loaded = rss_kib(server->pid());
-    }
-    INFO("server RSS after the bursts " << loaded << " KiB");
-    CHECK(loaded >= at_rest + kFirst * 8);
-    CHECK(loaded < at_rest + kBuffers * 8);
+    const RingGrowth g = grow_ring(*server, "/plaintext");
+    INFO("server RSS " << g.at_rest_kib << " KiB after one request, " << g.loaded_kib
+                       << " KiB after bursts of 256 connections");
+    CHECK(g.at_rest_kib < kBuffers * kRingBufferKiB);  // not all of them: at least 32 MiB
+    // Grown by 32 buffers or more, whole, but not to all of them (256
+    // connections need at most 256 buffers in one batch, however many dry
+    // recvs asked).
+    CHECK(g.loaded_kib >= g.at_rest_kib + kFirstRingBuffers * kRingBufferKiB);
+    CHECK(g.loaded_kib < g.at_rest_kib + kBuffers * kRingBufferKiB);
     CHECK_FALSE(logged(*server, "ran dry"));  // grown, not short
     fds.require_back();
 }

@@ -38,6 +38,7 @@
 #include "conformance.hpp"
 #include "support/fortunes_page.hpp"
 #include "support/pg.hpp"
+#include "support/skip.hpp"
 #include "support/wait.hpp"
 
 using namespace sm::test;
@@ -71,11 +72,8 @@ bool has_database_client() {
 // A [db] case on a model without a database client ends here as skipped.
 void skip_without_database_client() {
     if (has_database_client()) return;
-    std::printf("skipped: %s has no database client (its --db is refused: see \"workloads "
-                "options ...\")\n",
-                target().binary.c_str());
-    std::fflush(stdout);
-    std::_Exit(77);
+    exit_skipped(target().binary +
+                 " has no database client (its --db is refused: see \"workloads options ...\")");
 }
 
 // The models that call libpq synchronously from their threads: one of their
@@ -172,9 +170,7 @@ void check_fortunes_page(const Response& r, const std::vector<Fortune>& source) 
 // uses it first calls skip_without_techempower_verifier().
 void skip_without_techempower_verifier() {
     if (!std::string_view(SM_PYTHON3).empty()) return;
-    std::printf("skipped: no Python 3 at build time to run %s\n", SM_TECHEMPOWER_FORTUNE);
-    std::fflush(stdout);
-    std::_Exit(77);
+    exit_skipped(std::string("no Python 3 at build time to run ") + SM_TECHEMPOWER_FORTUNE);
 }
 
 void check_techempower_verifier_accepts(const std::string& body) {

@@ -18,6 +18,7 @@
 
 #include "support/http_client.hpp"
 #include "support/io_uring_check.hpp"
+#include "support/ring_growth.hpp"
 #include "support/server_process.hpp"
 #include "support/wait.hpp"
 
@@ -223,6 +224,20 @@ TEST_CASE("floor answers what came before the client's half-close, then closes",
     INFO(floor.describe_fds());
     CHECK(eventually([&] { return floor.open_fd_count() == at_rest; }, 5s));
     CHECK(floor.stop().clean());
+}
+
+TEST_CASE("floor-uring's provided-buffer ring grows, resident, as server-uring's does",
+          "[floor-uring]") {
+    // The floor reads below the model only if its I/O shape is the same: a
+    // ring left at its first 32 buffers would make bursts wait for the next
+    // batch where server-uring's grows.
+    ServerProcess floor(floor_binary(), {"--address", "127.0.0.1", "--port", "0", "--threads", "1",
+                                         "--uring-buffers", "4096"});
+    const RingGrowth g = grow_ring(floor, "/plaintext");
+    INFO("floor-uring RSS " << g.at_rest_kib << " KiB after one request, " << g.loaded_kib
+                            << " KiB after bursts of 256 connections");
+    CHECK(g.loaded_kib >= g.at_rest_kib + kFirstRingBuffers * kRingBufferKiB);
+    CHECK(g.loaded_kib < g.at_rest_kib + 4096 * kRingBufferKiB);
 }
 
 // floor-uring only: the probe is server-uring's. SM_DENY_IO_URING_BINARY runs

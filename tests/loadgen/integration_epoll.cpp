@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "integration_support.hpp"
+#include "support/skip.hpp"
 
 using namespace sm::test;
 using namespace sm::test::loadgen;
@@ -327,9 +328,7 @@ TEST_CASE("epoll --json - writes JSON to stdout and the summary to stderr", "[lo
 
 TEST_CASE("epoll over IPv6 loopback", "[loadgen][epoll]") {
     if (!ipv6_loopback_available()) {
-        std::printf("skipped: ::1 is not available here: IPv6 not tested\n");
-        std::fflush(stdout);
-        std::_Exit(77);
+        exit_skipped("::1 is not available here: IPv6 not tested");
     }
     auto server = start_epoll("::1");
     const std::string url = url_of(*server, "/json");

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "robustness.hpp"
+#include "support/skip.hpp"
 #include "support/wait.hpp"
 
 using namespace sm::test;
@@ -122,9 +123,7 @@ TEST_CASE("pipelining clients that never read cost the server at most 64 KiB eac
     // identical ones as one), and its session. The kernel holds the rest, and
     // TCP flow control holds the client back.
     if (SM_TEST_SANITIZED) {
-        std::printf("skipped: under a sanitizer the server's RSS is mostly the sanitizer's\n");
-        std::fflush(stdout);
-        std::_Exit(77);
+        exit_skipped("under a sanitizer the server's RSS is mostly the sanitizer's");
     }
     auto server = start_server({"--threads", "1"});
     const FdBaseline fds(*server);
@@ -162,16 +161,13 @@ TEST_CASE("keep-alive connections between requests cost the server at most 640 b
     constexpr std::size_t kBound = 640;
     const std::string& model = conformance::target().model;
     if (SM_TEST_SANITIZED || model == "blocking" || model == "iocp") {
-        std::printf("skipped: %s\n", SM_TEST_SANITIZED ? "under a sanitizer the server's RSS is mostly the sanitizer's"
-                                      : model == "blocking" ? "server-blocking holds a thread (and its stack) per connection"
-                                                            : "server-iocp's memory is Wine's to count");
-        std::fflush(stdout);
-        std::_Exit(77);
+        exit_skipped(SM_TEST_SANITIZED        ? "under a sanitizer the server's RSS is mostly the sanitizer's"
+                     : model == "blocking" ? "server-blocking holds a thread (and its stack) per connection"
+                                           : "server-iocp's memory is Wine's to count");
     }
     if (!raise_descriptor_limit(kConns + kWarm + 256)) {
-        std::printf("skipped: RLIMIT_NOFILE cannot be raised to %zu descriptors here\n", kConns + kWarm + 256);
-        std::fflush(stdout);
-        std::_Exit(77);
+        exit_skipped("RLIMIT_NOFILE cannot be raised to " + std::to_string(kConns + kWarm + 256) +
+                     " descriptors here");
     }
     auto server = start_server({"--threads", "1", "--max-connections", std::to_string(2 * (kConns + kWarm))});
     const FdBaseline fds(*server);
@@ -243,9 +239,7 @@ TEST_CASE("thousands of idle connections do not keep a new client from being ser
     // the limit) as many again, plus a margin for everything else.
     const auto limit = raise_descriptor_limit(kIdle + 256);
     if (!limit) {
-        std::printf("skipped: RLIMIT_NOFILE cannot be raised to %zu descriptors here\n", kIdle + 256);
-        std::fflush(stdout);
-        std::_Exit(77);
+        exit_skipped("RLIMIT_NOFILE cannot be raised to " + std::to_string(kIdle + 256) + " descriptors here");
     }
     auto server = start_server({"--threads", "1"});
     const FdBaseline fds(*server);

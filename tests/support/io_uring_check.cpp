@@ -28,8 +28,7 @@ std::string io_uring_refusal() {
 void exit_skipped_unless_io_uring(const char* set_name) {
     const std::string why = io_uring_refusal();
     if (why.empty()) return;
-    std::fprintf(stderr, "%s: io_uring is refused here (%s): skipped\n", set_name, why.c_str());
-    std::exit(kSkipExitCode);
+    exit_skipped(std::string(set_name) + ": io_uring is refused here (" + why + ")");
 }
 
 }  // namespace sm::test

@@ -6,9 +6,9 @@
 
 #include <string>
 
-namespace sm::test {
+#include "support/skip.hpp"
 
-inline constexpr int kSkipExitCode = 77;
+namespace sm::test {
 
 // Empty if io_uring_setup() works here, else why not.
 std::string io_uring_refusal();

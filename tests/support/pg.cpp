@@ -1,4 +1,5 @@
 #include "support/pg.hpp"
+#include "support/skip.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -29,11 +30,7 @@
 namespace sm::test::pg {
 namespace {
 
-[[noreturn]] void exit_skipped(const std::string& why) {
-    std::printf("skipped: %s\n", why.c_str());
-    std::fflush(stdout);
-    std::_Exit(77);
-}
+using sm::test::exit_skipped;
 
 std::string first_line(std::string s) {
     const auto eol = s.find_first_of("\r\n");
